@@ -1,0 +1,1 @@
+"""Emission: IR instructions to Triton kernels (from templates) to binaries per target."""

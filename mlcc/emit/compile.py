@@ -1,0 +1,102 @@
+"""Ahead-of-time compilation of kernels with triton.compile for GPU targets (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlcc.emit.kernel import Kernel, LaunchConfig
+
+_NV = re.compile(r"^sm_(\d+)a?$")
+_AMD = re.compile(r"^gfx[0-9a-f]+$")
+
+
+class TargetError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str       # sm_80, sm_90, gfx942
+    backend: str    # cuda | hip
+    arch: Any       # 80 | "gfx942"
+    warp_size: int
+
+    @property
+    def binary_ext(self) -> str:
+        return "cubin" if self.backend == "cuda" else "hsaco"
+
+
+def parse_target(name: str) -> Target:
+    name = name.strip()
+    m = _NV.match(name)
+    if m:
+        return Target(name, "cuda", int(m.group(1)), 32)
+    if _AMD.match(name):
+        return Target(name, "hip", name, 64)
+    raise TargetError(f"unknown target '{name}' (expected sm_NN or gfxNNN)")
+
+
+def parse_targets(spec: str | list[str] | tuple[str, ...]) -> list[Target]:
+    names = spec.split(",") if isinstance(spec, str) else list(spec)
+    targets = [parse_target(n) for n in names if n.strip()]
+    seen: dict[str, Target] = {}
+    for t in targets:
+        seen.setdefault(t.name, t)
+    return list(seen.values())
+
+
+def _load_jit(source_path: Path, name: str) -> Any:
+    mod_name = f"mlcc_aot_{abs(hash(str(source_path)))}_{name}"
+    spec = importlib.util.spec_from_file_location(mod_name, source_path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return getattr(module, name)
+
+
+@dataclass
+class Binary:
+    target: str
+    data: bytes
+    ext: str
+    shared: int
+    num_warps: int
+    num_stages: int
+    name: str
+
+
+def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None = None,
+                   source_path: Path | None = None) -> Binary:
+    """Compile kernel.source for target; returns the ELF (cubin) or hsaco bytes and launch metadata."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    config = config or kernel.gpu
+    with tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
+        path = source_path or Path(tmp) / f"{kernel.name}.py"
+        if source_path is None:
+            path.write_text(kernel.source)
+        jit_fn = _load_jit(path, kernel.name)
+        arg_names = jit_fn.arg_names
+        constexpr_names = set(config.constexprs)
+        runtime_args = [a for a in arg_names if a not in constexpr_names]
+        if len(runtime_args) != len(kernel.arg_types):
+            raise ValueError(f"kernel {kernel.name}: {len(runtime_args)} runtime params, {len(kernel.arg_types)} types")
+        signature = dict(zip(runtime_args, kernel.arg_types))
+        for c in constexpr_names:
+            signature[c] = "constexpr"
+        src = ASTSource(fn=jit_fn, signature=signature, constexprs=dict(config.constexprs))
+        options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+        compiled = triton.compile(src, target=GPUTarget(target.backend, target.arch, target.warp_size), options=options)
+    data = compiled.asm[target.binary_ext]
+    if isinstance(data, str):
+        data = data.encode()
+    return Binary(target.name, data, target.binary_ext, int(compiled.metadata.shared),
+                  config.num_warps, config.num_stages, compiled.metadata.name)

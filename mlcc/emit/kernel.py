@@ -1,0 +1,133 @@
+"""What a lowering produces: a Triton kernel's source plus how to launch it.
+
+A lowering turns one entry instruction (an op, or a fusion) into a Kernel. The
+kernel's pointer parameters are, in order, the instruction's operands and then
+its result (for a tuple-shaped result, each element in order). Everything else
+is a ``tl.constexpr`` named in the launch configs. Sources come only from jinja2
+templates in ``templates/`` (StrictUndefined); templates receive numbers,
+dtype names and mangled identifiers, never a string from the model.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.resources
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import jinja2
+
+from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
+from mlcc.hlo.ir import Instruction, Shape
+
+
+@dataclass
+class LaunchConfig:
+    constexprs: dict[str, int]
+    grid: tuple[int, int, int]
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def to_json(self) -> dict[str, Any]:
+        return {"constexprs": dict(sorted(self.constexprs.items())), "grid": list(self.grid),
+                "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+@dataclass
+class Kernel:
+    name: str                 # the @triton.jit function's name, a mangled identifier
+    template: str             # template file it was rendered from
+    source: str               # a whole Python module defining that function
+    arg_types: list[str]      # Triton types of the pointer params, operands then results ("*fp32")
+    gpu: LaunchConfig         # config compiled ahead of time for GPU targets
+    interpreter: LaunchConfig # config used under TRITON_INTERPRET on CPU (big tiles, few programs)
+    flops: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def triton_pointer(shape: Shape) -> str:
+    return "*" + TRITON_TYPES[shape.dtype]
+
+
+def tl_type(dtype: str) -> str:
+    return TL_TYPES[dtype]
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+# ---- templates -------------------------------------------------------------
+
+def template_dir() -> Path:
+    """templates/ in a checkout, or the copy installed as package data (mlcc/_templates)."""
+    override = os.environ.get("MLCC_TEMPLATE_DIR")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent.parent
+    checkout = here.parent / "templates"
+    if checkout.is_dir():
+        return checkout
+    return Path(str(importlib.resources.files("mlcc") / "_templates"))
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    env.globals["tl_type"] = tl_type
+    return env
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def render(template: str, **context: Any) -> str:
+    """Render a kernel template; the result must parse as Python."""
+    name = context.get("kernel_name")
+    if name is not None and not _IDENT.match(name):
+        raise ValueError(f"kernel name {name!r} is not a mangled identifier")
+    source = _env().get_template(template).render(**context)
+    ast.parse(source)
+    return source
+
+
+# ---- the lowering table ----------------------------------------------------
+
+Lowering = Callable[[Instruction, str], Kernel]
+LOWERINGS: dict[str, Lowering] = {}
+
+
+def lowering(*opcodes: str) -> Callable[[Lowering], Lowering]:
+    """Register a lowering for opcodes (fusions register as ``fusion:<kind>``)."""
+    def register(fn: Lowering) -> Lowering:
+        for op in opcodes:
+            if op in LOWERINGS:
+                raise ValueError(f"two lowerings for {op}")
+            LOWERINGS[op] = fn
+        return fn
+    return register
+
+
+def lowering_key(inst: Instruction) -> str:
+    return f"fusion:{inst.attrs['kind']}" if inst.opcode == "fusion" else inst.opcode
+
+
+def lower(inst: Instruction, kernel_name: str) -> Kernel:
+    key = lowering_key(inst)
+    fn = LOWERINGS.get(key)
+    if fn is None:
+        raise NotImplementedError(f"no kernel template for {key} (%{inst.name})")
+    return fn(inst, kernel_name)

@@ -1,0 +1,158 @@
+"""Builder: the one way frontends create IR.
+
+Shapes are inferred from the opcode table's rules; names are ``opcode.N``;
+every instruction records the source nodes it came from (``with b.origin(...)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
+from mlcc.hlo.ir import Computation, Dim, Instruction, Module, Shape
+from mlcc.hlo.shape_inference import infer_shape
+
+INLINE_CONSTANT_ELEMENTS = 16
+
+
+class Builder:
+    def __init__(self, module_name: str, computation_name: str = "main", is_entry: bool = True,
+                 module: Module | None = None) -> None:
+        self.module = module or Module(module_name)
+        self.comp = Computation(computation_name, is_entry=is_entry)
+        self.module.add_computation(self.comp)
+        self._counter: dict[str, int] = {}
+        self._origin: tuple[str, ...] = ()
+        self._nparams = 0
+
+    # ---- naming and provenance
+    def fresh_name(self, hint: str) -> str:
+        n = self._counter.get(hint, 0)
+        self._counter[hint] = n + 1
+        return hint if n == 0 and hint != "" else f"{hint}.{n}"
+
+    @contextlib.contextmanager
+    def origin(self, *names: str) -> Iterator[None]:
+        saved = self._origin
+        self._origin = tuple(names)
+        try:
+            yield
+        finally:
+            self._origin = saved
+
+    # ---- generic creation
+    def op(self, opcode: str, operands: Sequence[Instruction], shape: Shape | None = None, **attrs: Any) -> Instruction:
+        attrs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}
+        result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
+        inst = Instruction(self.fresh_name(opcode), opcode, result, operands, attrs, origin=self._origin)
+        return self.comp.add(inst)
+
+    def parameter(self, name: str | None, shape: Shape) -> Instruction:
+        attrs: dict[str, Any] = {"index": self._nparams}
+        if name is not None:
+            attrs["name"] = name
+        self._nparams += 1
+        inst = Instruction(self.fresh_name("p" if name is None else "arg"), "parameter", shape, (), attrs,
+                           origin=self._origin)
+        return self.comp.add(inst)
+
+    def constant(self, data: Any, dtype: str | None = None, ref_hint: str = "c") -> Instruction:
+        """A constant from an array: inline when tiny, a splat when uniform, else a ref into module.constants."""
+        arr = np.asarray(data)
+        if dtype is not None:
+            arr = arr.astype(numpy_dtype(dtype))
+        dt = dtype_of_numpy(arr.dtype)
+        shape = Shape(dt, arr.shape)
+        flat = arr.reshape(-1)
+        if arr.size <= INLINE_CONSTANT_ELEMENTS and (arr.size <= 1 or not _uniform(flat)):
+            attrs: dict[str, Any] = {"value": tuple(_py(v, dt) for v in flat)}
+        elif arr.size > 0 and _uniform(flat):
+            attrs = {"splat": _py(flat[0], dt)}
+        else:
+            key = self._constant_key(ref_hint)
+            self.module.constants[key] = arr
+            attrs = {"ref": key}
+        inst = Instruction(self.fresh_name("constant"), "constant", shape, (), attrs, origin=self._origin)
+        return self.comp.add(inst)
+
+    def splat(self, value: float | int | bool, dtype: str, dims: Sequence[Dim] = ()) -> Instruction:
+        shape = Shape(dtype, tuple(dims))
+        attrs: dict[str, Any] = {"value": (_py(value, dtype),)} if not dims else {"splat": _py(value, dtype)}
+        inst = Instruction(self.fresh_name("constant"), "constant", shape, (), attrs, origin=self._origin)
+        return self.comp.add(inst)
+
+    def _constant_key(self, hint: str) -> str:
+        key, n = hint, 0
+        while key in self.module.constants:
+            n += 1
+            key = f"{hint}.{n}"
+        return key
+
+    # ---- helpers shared by frontends
+    def reshape(self, x: Instruction, dims: Sequence[Dim]) -> Instruction:
+        if tuple(dims) == tuple(x.shape.dims):
+            return x
+        return self.op("reshape", [x], Shape(x.shape.dtype, tuple(dims)))
+
+    def convert(self, x: Instruction, dtype: str) -> Instruction:
+        if x.shape.dtype == dtype:
+            return x
+        return self.op("convert", [x], Shape(dtype, x.shape.dims))
+
+    def transpose(self, x: Instruction, perm: Sequence[int]) -> Instruction:
+        if list(perm) == list(range(len(perm))):
+            return x
+        return self.op("transpose", [x], dimensions=tuple(perm))
+
+    def broadcast_to(self, x: Instruction, dims: Sequence[Dim]) -> Instruction:
+        """Numpy-style broadcast of x to dims (x's dims align to the right)."""
+        dims = tuple(dims)
+        if tuple(x.shape.dims) == dims:
+            return x
+        r = len(dims) - x.shape.rank
+        if r < 0:
+            raise ValueError(f"cannot broadcast {x.shape} to {list(dims)}")
+        return self.op("broadcast", [x], Shape(x.shape.dtype, dims), dimensions=tuple(range(r, len(dims))))
+
+    def broadcast_shapes(self, *shapes: Sequence[Dim]) -> tuple[Dim, ...]:
+        rank = max(len(s) for s in shapes)
+        out: list[Dim] = []
+        for i in range(rank):
+            ds = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0}
+            ds.discard(1)
+            if len(ds) > 1:
+                raise ValueError(f"shapes {[list(s) for s in shapes]} do not broadcast")
+            out.append(ds.pop() if ds else 1)
+        return tuple(out)
+
+    def elementwise(self, opcode: str, *xs: Instruction, **attrs: Any) -> Instruction:
+        """Elementwise op with numpy broadcasting of its operands."""
+        dims = self.broadcast_shapes(*[x.shape.dims for x in xs])
+        return self.op(opcode, [self.broadcast_to(x, dims) for x in xs], **attrs)
+
+    def finish(self, outputs: Sequence[Instruction], names: Sequence[str]) -> Module:
+        root = self.op("tuple", list(outputs))
+        self.comp.root = root
+        self.module.output_names = list(names)
+        return self.module
+
+
+def _uniform(flat: np.ndarray) -> bool:
+    if flat.size == 0:
+        return False
+    first = flat[0]
+    if flat.dtype.kind == "f":
+        return bool(np.all((flat == first) | (np.isnan(flat) & np.isnan(first)))) and bool(
+            np.all(np.signbit(flat) == np.signbit(first)))
+    return bool(np.all(flat == first))
+
+
+def _py(v: Any, dtype: str) -> Any:
+    if dtype == "pred":
+        return bool(v)
+    if dtype.startswith(("s", "u")):
+        return int(v)
+    return float(v)

@@ -1,0 +1,251 @@
+"""The HLO-like IR: modules of computations of instructions.
+
+Every array value carries a Shape: a dtype, dims (ints or symbolic names) and a
+layout, the minor-to-major order of its dims, printed as XLA prints it:
+``f32[8,16]{1,0}``. This module imports nothing from onnx, numpy, triton or jinja2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Union
+
+DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+          "f16", "bf16", "f32", "f64")
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+               "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
+SIGNED_DTYPES = ("s8", "s16", "s32", "s64")
+UNSIGNED_DTYPES = ("u8", "u16", "u32", "u64")
+INT_DTYPES = SIGNED_DTYPES + UNSIGNED_DTYPES
+
+Dim = Union[int, str]
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
+def default_layout(rank: int) -> tuple[int, ...]:
+    """Row-major: the last dim is minor-most."""
+    return tuple(range(rank - 1, -1, -1))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An array shape: dtype, logical dims, and physical layout (minor-to-major)."""
+
+    dtype: str
+    dims: tuple[Dim, ...]
+    layout: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(self.dims))
+        if self.layout is None:
+            object.__setattr__(self, "layout", default_layout(len(self.dims)))
+        else:
+            object.__setattr__(self, "layout", tuple(self.layout))
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def is_tuple(self) -> bool:
+        return False
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.dims)
+
+    def numel(self) -> int:
+        if not self.is_static:
+            raise ValueError(f"shape {self} has symbolic dims")
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+    def nbytes(self) -> int:
+        return self.numel() * DTYPE_BYTES[self.dtype]
+
+    def with_dtype(self, dtype: str) -> "Shape":
+        return Shape(dtype, self.dims, self.layout)
+
+    def with_layout(self, layout: Iterable[int]) -> "Shape":
+        return Shape(self.dtype, self.dims, tuple(layout))
+
+    def is_row_major(self) -> bool:
+        return self.layout == default_layout(self.rank)
+
+    def strides(self) -> tuple[Dim, ...]:
+        """Element strides of each logical dim under this layout (static dims only)."""
+        strides: list[Any] = [0] * self.rank
+        step = 1
+        for d in self.layout:
+            strides[d] = step
+            step = step * self.dims[d] if isinstance(step, int) and isinstance(self.dims[d], int) else None
+        return tuple(strides)
+
+    def __str__(self) -> str:
+        dims = ",".join(str(d) for d in self.dims)
+        if self.rank == 0:
+            return f"{self.dtype}[]"
+        return f"{self.dtype}[{dims}]{{{','.join(str(i) for i in self.layout)}}}"
+
+
+@dataclass(frozen=True)
+class TupleShape:
+    elements: tuple[Shape, ...]
+
+    @property
+    def is_tuple(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(str(e) for e in self.elements) + ")"
+
+
+AnyShape = Union[Shape, TupleShape]
+
+
+class Instruction:
+    """One SSA value: ``%name = shape opcode(operands), attr=value, ...``.
+
+    Operands are Instruction objects; each instruction keeps its users so
+    passes can rewrite without rescanning the computation.
+    """
+
+    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "called", "origin", "users", "parent")
+
+    def __init__(self, name: str, opcode: str, shape: AnyShape, operands: Iterable["Instruction"] = (),
+                 attrs: dict[str, Any] | None = None, called: "Computation | None" = None,
+                 origin: Iterable[str] = ()) -> None:
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[Instruction] = []
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.called = called
+        self.origin: tuple[str, ...] = tuple(origin)
+        self.users: list[Instruction] = []
+        self.parent: Computation | None = None
+        for op in operands:
+            self.operands.append(op)
+            op.users.append(self)
+
+    def set_operand(self, index: int, new: "Instruction") -> None:
+        old = self.operands[index]
+        self.operands[index] = new
+        if self not in old.operands:
+            old.users = [u for u in old.users if u is not self]
+        if self not in new.users:
+            new.users.append(self)
+
+    def replace_all_uses_with(self, new: "Instruction") -> None:
+        for user in list(self.users):
+            for i, op in enumerate(user.operands):
+                if op is self:
+                    user.set_operand(i, new)
+        comp = self.parent
+        if comp is not None and comp.root is self:
+            comp.root = new
+
+    def drop_operands(self) -> None:
+        for op in self.operands:
+            op.users = [u for u in op.users if u is not self]
+        self.operands = []
+
+    def __repr__(self) -> str:
+        return f"<{self.opcode} %{self.name} {self.shape}>"
+
+
+class Computation:
+    """An ordered list of instructions (topological; the entry's order is its schedule once scheduled)."""
+
+    def __init__(self, name: str, is_entry: bool = False) -> None:
+        self.name = name
+        self.is_entry = is_entry
+        self.instructions: list[Instruction] = []
+        self.root: Instruction | None = None
+        self.fusion_kind: str | None = None
+
+    def add(self, inst: Instruction) -> Instruction:
+        inst.parent = self
+        self.instructions.append(inst)
+        return inst
+
+    def parameters(self) -> list[Instruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda p: p.attrs["index"])
+
+    def remove(self, inst: Instruction) -> None:
+        if inst.users:
+            raise ValueError(f"cannot remove %{inst.name}: still used by %{inst.users[0].name}")
+        inst.drop_operands()
+        self.instructions.remove(inst)
+        inst.parent = None
+
+    def topological_sort(self) -> None:
+        """Reorder instructions so every operand precedes its users (stable; worklist, no recursion)."""
+        order: list[Instruction] = []
+        seen: set[int] = set()
+        for start in self.instructions:
+            if id(start) in seen:
+                continue
+            stack = [(start, 0)]
+            while stack:
+                inst, i = stack.pop()
+                if i < len(inst.operands):
+                    stack.append((inst, i + 1))
+                    op = inst.operands[i]
+                    if id(op) not in seen:
+                        stack.append((op, 0))
+                elif id(inst) not in seen:
+                    seen.add(id(inst))
+                    order.append(inst)
+        self.instructions = order
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self.instructions)
+
+
+@dataclass
+class Module:
+    """A module: an entry computation plus the computations it calls (fusions).
+
+    ``constants`` maps a constant's ``ref`` attribute to its data (an array from
+    the frontend; this module never looks inside). ``output_names`` names the
+    entry's results in order (the root is a tuple of them).
+    """
+
+    name: str
+    computations: list[Computation] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+    constants: dict[str, Any] = field(default_factory=dict)
+    is_scheduled: bool = False
+
+    @property
+    def entry(self) -> Computation:
+        for c in self.computations:
+            if c.is_entry:
+                return c
+        raise ValueError("module has no entry computation")
+
+    def computation(self, name: str) -> Computation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def add_computation(self, comp: Computation) -> Computation:
+        self.computations.append(comp)
+        return comp
+
+    def all_instructions(self) -> Iterator[Instruction]:
+        for c in self.computations:
+            yield from c.instructions

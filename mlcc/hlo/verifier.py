@@ -1,0 +1,148 @@
+"""The IR verifier: SSA, operand counts, attributes, shapes, dtypes, layouts.
+
+Run after every pass that changed the module. Returns nothing; raises
+VerifierError listing every problem found.
+"""
+
+from __future__ import annotations
+
+from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC
+from mlcc.hlo.shape_inference import ShapeError, infer_shape
+
+
+class VerifierError(ValueError):
+    pass
+
+
+def _check_layout(shape, where: str, errors: list[str]) -> None:
+    if shape.is_tuple:
+        for e in shape.elements:
+            _check_layout(e, where, errors)
+        return
+    if sorted(shape.layout) != list(range(shape.rank)):
+        errors.append(f"{where}: layout {{{','.join(map(str, shape.layout))}}} is not a permutation of rank {shape.rank}")
+    for d in shape.dims:
+        if isinstance(d, int) and d < 0:
+            errors.append(f"{where}: negative dim {d}")
+
+
+def _same_logical(a, b) -> bool:
+    if a.is_tuple or b.is_tuple:
+        return a.is_tuple and b.is_tuple and len(a.elements) == len(b.elements) and all(
+            _same_logical(x, y) for x, y in zip(a.elements, b.elements))
+    return a.dtype == b.dtype and tuple(a.dims) == tuple(b.dims)
+
+
+def verify_instruction(inst: Instruction, errors: list[str]) -> None:
+    where = f"%{inst.name} ({inst.opcode})"
+    info = OPCODES.get(inst.opcode)
+    if info is None:
+        errors.append(f"{where}: unknown opcode")
+        return
+    n = len(inst.operands)
+    if info.arity == VARIADIC:
+        if n < info.min_arity:
+            errors.append(f"{where}: needs at least {info.min_arity} operands, has {n}")
+            return
+    elif n != info.arity:
+        errors.append(f"{where}: needs {info.arity} operands, has {n}")
+        return
+    for a in info.attrs:
+        if a not in inst.attrs and not (a == "calls" and inst.called is not None):
+            errors.append(f"{where}: missing attribute '{a}'")
+            return
+    known = set(info.attrs) | set(info.optional)
+    for a in inst.attrs:
+        if a not in known:
+            errors.append(f"{where}: unexpected attribute '{a}'")
+    _check_layout(inst.shape, where, errors)
+    if inst.opcode == "fusion":
+        if inst.called is None:
+            errors.append(f"{where}: fusion without a called computation")
+            return
+        if inst.attrs["kind"] not in FUSION_KINDS:
+            errors.append(f"{where}: unknown fusion kind '{inst.attrs['kind']}'")
+        params = inst.called.parameters()
+        if len(params) != n:
+            errors.append(f"{where}: {n} operands for {len(params)} fused parameters")
+        for p, op in zip(params, inst.operands):
+            if not _same_logical(p.shape, op.shape):
+                errors.append(f"{where}: operand %{op.name} {op.shape} does not match fused parameter %{p.name} {p.shape}")
+        root = inst.called.root
+        if root is not None and not _same_logical(root.shape, inst.shape):
+            errors.append(f"{where}: shape {inst.shape} differs from fused root {root.shape}")
+        return
+    try:
+        expected = infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs, inst.shape)
+    except ShapeError as e:
+        errors.append(f"{where}: {e}")
+        return
+    except (KeyError, TypeError, IndexError) as e:
+        errors.append(f"{where}: malformed attributes ({type(e).__name__}: {e})")
+        return
+    if not _same_logical(expected, inst.shape):
+        errors.append(f"{where}: shape is {inst.shape}, expected {expected}")
+    if inst.opcode == "bitcast" and isinstance(inst.shape, Shape):
+        src = inst.operands[0].shape
+        if src.is_static and inst.shape.is_static and src.nbytes() != inst.shape.nbytes():
+            errors.append(f"{where}: bitcast changes the byte size")
+
+
+def verify_computation(comp: Computation, errors: list[str]) -> None:
+    defined: set[int] = set()
+    names: set[str] = set()
+    param_indices: set[int] = set()
+    for inst in comp.instructions:
+        if inst.name in names:
+            errors.append(f"%{inst.name}: defined twice in %{comp.name}")
+        names.add(inst.name)
+        if inst.parent is not comp:
+            errors.append(f"%{inst.name}: parent is not %{comp.name}")
+        for op in inst.operands:
+            if id(op) not in defined:
+                errors.append(f"%{inst.name}: operand %{op.name} is not defined before use in %{comp.name}")
+            if inst not in op.users:
+                errors.append(f"%{inst.name}: missing from the users of %{op.name}")
+        for u in inst.users:
+            if inst not in u.operands:
+                errors.append(f"%{inst.name}: stale user %{u.name}")
+        if inst.opcode == "parameter":
+            idx = inst.attrs.get("index")
+            if idx in param_indices:
+                errors.append(f"%{inst.name}: parameter index {idx} used twice")
+            param_indices.add(idx)
+        defined.add(id(inst))
+        verify_instruction(inst, errors)
+    if sorted(param_indices) != list(range(len(param_indices))):
+        errors.append(f"%{comp.name}: parameter indices {sorted(param_indices)} are not 0..n-1")
+    if comp.root is None:
+        errors.append(f"%{comp.name}: no root")
+    elif id(comp.root) not in defined:
+        errors.append(f"%{comp.name}: root %{comp.root.name} is not in the computation")
+
+
+def verify_module(module: Module) -> None:
+    errors: list[str] = []
+    names: set[str] = set()
+    for comp in module.computations:
+        if comp.name in names:
+            errors.append(f"computation %{comp.name} defined twice")
+        names.add(comp.name)
+        verify_computation(comp, errors)
+    entry = [c for c in module.computations if c.is_entry]
+    if len(entry) != 1:
+        errors.append(f"module has {len(entry)} entry computations")
+    elif module.output_names:
+        root = entry[0].root
+        n = len(root.shape.elements) if root is not None and root.shape.is_tuple else 1
+        if n != len(module.output_names):
+            errors.append(f"entry returns {n} values for {len(module.output_names)} output names")
+        pnames = [p.attrs.get("name") for p in entry[0].parameters()]
+        if len(set(pnames)) != len(pnames):
+            errors.append("entry parameter names are not unique")
+    for inst in module.all_instructions():
+        if inst.opcode == "constant" and "ref" in inst.attrs and module.constants and inst.attrs["ref"] not in module.constants:
+            errors.append(f"%{inst.name}: constant ref '{inst.attrs['ref']}' has no data")
+    if errors:
+        raise VerifierError("; ".join(errors))
