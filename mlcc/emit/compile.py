@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 import tempfile
@@ -69,6 +70,7 @@ class Binary:
     num_warps: int
     num_stages: int
     name: str
+    metadata: str  # triton's kernel metadata as JSON: what the runtime needs to launch the binary
 
 
 def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None = None,
@@ -79,7 +81,9 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
     from triton.compiler import ASTSource
 
     config = config or kernel.gpu
-    with tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
+    # No line info: it would embed the source's temporary path and break byte-identical bundles.
+    with triton.knobs.compilation.scope(), tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
+        triton.knobs.compilation.disable_line_info = True
         path = source_path or Path(tmp) / f"{kernel.name}.py"
         if source_path is None:
             path.write_text(kernel.source)
@@ -98,5 +102,6 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
     data = compiled.asm[target.binary_ext]
     if isinstance(data, str):
         data = data.encode()
+    meta = json.dumps(compiled.metadata._asdict(), default=vars, sort_keys=True)
     return Binary(target.name, data, target.binary_ext, int(compiled.metadata.shared),
-                  config.num_warps, config.num_stages, compiled.metadata.name)
+                  config.num_warps, config.num_stages, compiled.metadata.name, meta)

@@ -136,12 +136,13 @@ class Instruction:
         self.parent: Computation | None = None
         for op in operands:
             self.operands.append(op)
-            op.users.append(self)
+            if self not in op.users:
+                op.users.append(self)
 
     def set_operand(self, index: int, new: "Instruction") -> None:
         old = self.operands[index]
         self.operands[index] = new
-        if self not in old.operands:
+        if not any(o is old for o in self.operands):
             old.users = [u for u in old.users if u is not self]
         if self not in new.users:
             new.users.append(self)
@@ -178,6 +179,21 @@ class Computation:
         inst.parent = self
         self.instructions.append(inst)
         return inst
+
+    def insert_before(self, anchor: Instruction, inst: Instruction) -> Instruction:
+        inst.parent = self
+        self.instructions.insert(self.instructions.index(anchor), inst)
+        return inst
+
+    def unique_name(self, hint: str) -> str:
+        """hint, or hint.N for the smallest N that no instruction here uses."""
+        names = {i.name for i in self.instructions}
+        if hint not in names:
+            return hint
+        n = 1
+        while f"{hint}.{n}" in names:
+            n += 1
+        return f"{hint}.{n}"
 
     def parameters(self) -> list[Instruction]:
         params = [i for i in self.instructions if i.opcode == "parameter"]
@@ -228,6 +244,7 @@ class Module:
     output_names: list[str] = field(default_factory=list)
     constants: dict[str, Any] = field(default_factory=dict)
     is_scheduled: bool = False
+    buffer_plan: Any = None  # mlcc.hlo.buffer_assignment.BufferPlan once assigned
 
     @property
     def entry(self) -> Computation:

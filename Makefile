@@ -1,0 +1,45 @@
+# mlcc: `make demo` compiles and verifies every example model; `make test` runs the default suite.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+MLCC   := $(VENV)/bin/mlcc
+STAMP  := $(VENV)/.installed-stamp
+MODELS := $(wildcard examples/models/*.onnx)
+JOBS   ?= 2
+N      ?= 1000
+
+.PHONY: setup demo test test-slow test-gpu fuzz bench clean
+
+setup: $(STAMP)
+
+# torch is pinned: that CPU build is what Triton's interpreter needs, and an unpinned
+# torch would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p build
+	@set -e; for m in $(MODELS); do \
+	  n=$$(basename $$m .onnx); \
+	  $(MLCC) compile $$m -o build/$$n --depfile build/$$n.d; \
+	  if [ -f examples/models/$$n.inputs.npz ]; then \
+	    $(MLCC) verify $$m --bundle build/$$n --inputs examples/models/$$n.inputs.npz; \
+	  else \
+	    $(MLCC) verify $$m --bundle build/$$n; \
+	  fi; \
+	done
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m slow
+
+test-gpu: $(STAMP)
+	$(PY) -m pytest -q -m gpu
+
+clean:
+	rm -rf build

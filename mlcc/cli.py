@@ -1,0 +1,264 @@
+"""The mlcc command line. Thin: click parses flags into options and calls the API.
+
+Exit codes (README, "Exit codes"): 0 ok, 1 verification mismatch, 2 usage,
+65 invalid input, 66 input missing, 69 unsupported, 70 internal error, 73 cannot create output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import click
+
+from mlcc import errors
+from mlcc.config import ConfigError, load_config, merge_options
+
+_CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _emit_error(e: BaseException, as_json: bool) -> int:
+    if isinstance(e, errors.MlccError):
+        err = e
+    elif e.__class__.__name__ == "BundleError":
+        err = errors.InvalidInputError(str(e))
+    elif isinstance(e, ConfigError):
+        err = errors.UsageError(str(e))
+    else:
+        err = errors.InternalError(f"{type(e).__name__}: {e} (please report this as an mlcc bug)")
+    if as_json:
+        click.echo(json.dumps({"ok": False, "diagnostics": [err.to_json()]}, sort_keys=True))
+    else:
+        click.echo(f"mlcc: error: {err}", err=True)
+    return err.exit_code
+
+
+@contextlib.contextmanager
+def _diagnostics(as_json: bool, debug: bool = False) -> Iterator[None]:
+    try:
+        yield
+    except click.exceptions.Exit:
+        raise
+    except (click.ClickException, click.Abort):
+        raise
+    except KeyboardInterrupt:
+        click.echo("mlcc: interrupted", err=True)
+        sys.exit(130)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes one line and an exit code
+        if debug:
+            raise
+        sys.exit(_emit_error(e, as_json))
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """Progress bars on a terminal; silent otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda stage, done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=True, console=__import__("rich.console").console.Console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+        yield update
+
+
+def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[Any]]:
+    shapes: dict[str, list[Any]] = {}
+    for v in values:
+        name, sep, dims = v.rpartition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"'{v}': expected NAME=1x128 or DIM=1", param_hint="--shape")
+        try:
+            shapes[name] = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            raise click.BadParameter(f"'{v}': dims must be integers like 1x128", param_hint="--shape") from None
+    return shapes
+
+
+@click.group(context_settings=_CONTEXT)
+@click.version_option(package_name="mlcc", prog_name="mlcc")
+def main() -> None:
+    """mlcc: compile ONNX and StableHLO models ahead of time into Triton-kernel bundles.
+
+    \b
+    mlcc compile model.onnx -o build/      compile a model into a bundle
+    mlcc run build/ --inputs in.npz --output out.npz
+    mlcc verify model.onnx                 compile, run, compare with onnxruntime
+    mlcc inspect build/                    what the compiler did
+    """
+
+
+@main.command("compile")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Bundle directory to write (replaced only when the compile succeeds).")
+@click.option("--target", "targets", default=None, help="Comma list of GPU targets: sm_80,sm_90,gfx942 (default sm_80,sm_90).")
+@click.option("--shape", "shapes", multiple=True, help="Specialize an input (NAME=1x128) or a symbolic dim (batch=1). Repeatable.")
+@click.option("--dump-ir", type=click.Path(file_okay=False), default=None, help="Write NN-<pass>.hlo after every pass into DIR.")
+@click.option("--disable-pass", "disable_passes", multiple=True, help="Skip a pass by name. Repeatable.")
+@click.option("--time-passes", is_flag=True, help="Print a table of pass times and instruction counts.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Parallel kernel compiles (default: cores).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Kernel cache directory (default ~/.cache/mlcc).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the kernel cache.")
+@click.option("--force", is_flag=True, help="Rebuild even when the bundle is up to date.")
+@click.option("--depfile", type=click.Path(dir_okay=False), default=None, help="Write a Make dependency file.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Options file (default ./mlcc.yaml if present).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
+def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[str, ...], dump_ir: str | None,
+                disable_passes: tuple[str, ...], time_passes: bool, jobs: int | None, cache_dir: str | None,
+                no_cache: bool, force: bool, depfile: str | None, config_path: str | None, as_json: bool,
+                quiet: bool, debug: bool) -> None:
+    """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
+    import mlcc
+    with _diagnostics(as_json, debug):
+        cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
+               "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
+               "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile}
+        cfg, cfg_file = load_config(config_path)
+        options = merge_options(cfg, cli, cfg_file)
+        with _progress(not quiet and not as_json) as progress:
+            result = mlcc.compile(model, out_dir, progress=progress, options=options)
+        m = result.manifest
+        if as_json:
+            click.echo(json.dumps({"ok": True, "up_to_date": result.up_to_date, "bundle": str(out_dir),
+                                   "kernels": len(m["kernels"]), "launches": len(m["schedule"]),
+                                   "targets": m["targets"], "build": result.build_stats}, sort_keys=True))
+        elif not quiet:
+            if result.up_to_date:
+                click.echo(f"{out_dir}: up to date")
+            else:
+                s = result.build_stats
+                click.echo(f"{model} -> {out_dir}: {len(m['kernels'])} kernels, {len(m['schedule'])} launches, "
+                           f"targets {','.join(m['targets'])} ({s.get('compiled', 0)} compiled, "
+                           f"{s.get('cache_hits', 0)} from cache)")
+        if time_passes and result.pass_records:
+            _print_pass_table(result.pass_records)
+
+
+def _print_pass_table(records: list[Any]) -> None:
+    rows = [(r.name, f"{r.seconds * 1000:.2f}", "yes" if r.changed else "", str(r.instructions)) for r in records]
+    header = ("pass", "ms", "changed", "instructions")
+    widths = [max(len(x[i]) for x in rows + [header]) for i in range(4)]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(header, widths)), err=True)
+    for r in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)), err=True)
+    total = sum(x.seconds for x in records) * 1000
+    click.echo(f"total {total:.2f} ms", err=True)
+
+
+@main.command("run")
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--inputs", "inputs_path", required=True, type=click.Path(dir_okay=False), help=".npz keyed by input name.")
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help=".npz to write, keyed by output name.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable diagnostics.")
+def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, as_json: bool) -> None:
+    """Run BUNDLE on the inputs in an .npz file and write the outputs to another."""
+    import numpy as np
+
+    import mlcc
+    from mlcc.atomic import write_file_atomic
+    from mlcc.verify import load_npz
+    with _diagnostics(as_json):
+        exe = mlcc.load(bundle, device=device)
+        feeds = load_npz(inputs_path)
+        outs = exe.run({n: feeds[n] for n in exe.input_names if n in feeds})
+        buf = io.BytesIO()
+        np.savez(buf, **outs)
+        write_file_atomic(Path(output_path), buf.getvalue())
+        if as_json:
+            click.echo(json.dumps({"ok": True, "outputs": {k: list(v.shape) for k, v in outs.items()}}, sort_keys=True))
+
+
+@main.command("verify")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--bundle", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Bundle to check (compiled first if missing or out of date); default: a temporary one.")
+@click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False), default=None,
+              help=".npz of inputs (and optionally expected outputs 'out:<name>'); default: seeded random inputs.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--rtol", type=float, default=None, help="Relative tolerance (default by dtype: f32 1e-3).")
+@click.option("--atol", type=float, default=None, help="Absolute tolerance (default by dtype: f32 1e-5).")
+@click.option("--target", "targets", default=None, help="Targets when compiling (default sm_80,sm_90).")
+@click.option("--json", "as_json", is_flag=True)
+def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device: str, seed: int,
+               rtol: float | None, atol: float | None, targets: str | None, as_json: bool) -> None:
+    """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
+    import mlcc
+    from mlcc.compiler import detect_format
+    from mlcc.verify import compare, load_npz, onnxruntime_outputs, random_inputs
+    with _diagnostics(as_json):
+        with contextlib.ExitStack() as stack:
+            out_dir = bundle or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-"))) / "b"
+            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"])
+            mlcc.compile(model, out_dir, options=opts)
+            exe = mlcc.load(out_dir, device=device)
+            data = load_npz(inputs_path) if inputs_path else {}
+            feeds = {n: data[n] for n in exe.input_names if n in data}
+            if len(feeds) != len(exe.input_names):
+                feeds = random_inputs(exe.manifest["inputs"], seed)
+            got = exe.run(feeds)
+            expected = {n[4:]: v for n, v in data.items() if n.startswith("out:")}
+            expected.update({n: v for n, v in data.items() if n.startswith("out") and n[3:].isdigit()})
+            reference = "npz"
+            if detect_format(model) == "onnx":
+                expected = onnxruntime_outputs(model, feeds)
+                reference = "onnxruntime"
+            if not expected:
+                raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
+            checks = compare(got, expected, rtol, atol)
+        ok = all(c.ok for c in checks)
+        if as_json:
+            click.echo(json.dumps({"ok": ok, "reference": reference, "outputs": [c.__dict__ | {"shape": list(c.shape)} for c in checks]},
+                                  sort_keys=True))
+        else:
+            for c in checks:
+                click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.dtype}{list(c.shape)} max abs err {c.max_abs:.3g}, "
+                           f"max rel err {c.max_rel:.3g} (vs {reference})")
+        if not ok:
+            sys.exit(errors.EXIT_MISMATCH)
+
+
+@main.command("inspect")
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The summary as JSON.")
+def inspect_cmd(bundle: Path, as_json: bool) -> None:
+    """Summarize a bundle: kernels, schedule, memory plan, buffers by class."""
+    from mlcc.inspect import render_text, summarize
+    with _diagnostics(as_json):
+        summary = summarize(bundle)
+        if as_json:
+            click.echo(json.dumps(summary, sort_keys=True, indent=1))
+        else:
+            render_text(summary)
+
+
+@main.command("config")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None)
+def config_cmd(config_path: str | None) -> None:
+    """Print the effective configuration (mlcc.yaml merged over the defaults) as YAML."""
+    import dataclasses
+
+    import yaml
+    with _diagnostics(False):
+        cfg, cfg_file = load_config(config_path)
+        options = merge_options(cfg, {}, cfg_file)
+        click.echo(yaml.safe_dump(dataclasses.asdict(options), sort_keys=True), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""mlcc.compile: model file in, bundle directory out.
+
+frontend -> optimization pipeline (verified after every pass) -> schedule and
+buffer assignment -> one kernel per launching instruction, from templates, each
+distinct kernel once -> AOT binaries per target (parallel, cached) -> bundle,
+written beside the target and swapped in only when complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mlcc.errors import InputMissingError, InvalidInputError, MlccError, UnsupportedError
+from mlcc.hlo.ir import Module
+from mlcc.version import __version__
+
+BYTECODE_MAGIC = b"ML\xefR"
+
+
+@dataclass
+class CompileOptions:
+    targets: list[str] = field(default_factory=lambda: ["sm_80", "sm_90"])
+    shapes: dict[str, list[Any]] = field(default_factory=dict)   # input name or dim name -> dims / size
+    disable_passes: list[str] = field(default_factory=list)
+    dump_ir: str | None = None
+    time_passes: bool = False
+    jobs: int = 0
+    cache_dir: str | None = None       # None: the user's cache directory; "" disables the cache
+    force: bool = False
+    depfile: str | None = None
+    quiet: bool = False
+    config_file: str | None = None     # mlcc.yaml the options came from (hashed as an input)
+
+    def effective(self) -> dict[str, Any]:
+        """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
+        return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
+                                                          for k, v in sorted(self.shapes.items())},
+                "disable_passes": sorted(self.disable_passes)}
+
+
+@dataclass
+class CompileResult:
+    out_dir: Path
+    manifest: dict[str, Any]
+    up_to_date: bool = False
+    pass_records: list[Any] = field(default_factory=list)
+    module: Module | None = None
+    build_stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tool_versions() -> dict[str, str]:
+    import onnx
+    import triton
+    return {"mlcc": __version__, "triton": triton.__version__, "onnx": onnx.__version__}
+
+
+def detect_format(path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head.startswith(BYTECODE_MAGIC):
+        return "stablehlo-bytecode"
+    if path.suffix in (".mlir", ".stablehlo") or head.lstrip().startswith((b"module", b"func.func", b"#loc", b"\"builtin.module\"")):
+        return "stablehlo"
+    return "onnx"
+
+
+def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str, Any], list[Path]]:
+    """The model as IR, a description of it for the manifest, and the files it was read from."""
+    import onnx
+    if isinstance(model, onnx.ModelProto):
+        from mlcc.frontend.onnx import import_onnx
+        data = model.SerializeToString(deterministic=True)
+        module = import_onnx(model, shapes=options.shapes or None)
+        return module, {"file": None, "format": "onnx", "sha256": hashlib.sha256(data).hexdigest()}, []
+    path = Path(os.fspath(model))
+    if not path.exists():
+        raise InputMissingError("no such file", file=str(path))
+    if not path.is_file():
+        raise InvalidInputError("not a regular file", file=str(path))
+    fmt = detect_format(path)
+    if fmt == "onnx":
+        from mlcc.frontend.onnx import import_onnx
+        module = import_onnx(path, shapes=options.shapes or None)
+        deps = [path] + [Path(p) for p in getattr(module, "source_files", [])]
+    else:
+        from mlcc.frontend.stablehlo import import_stablehlo
+        module = import_stablehlo(path)
+        deps = [path]
+    info = {"file": path.name, "format": fmt, "sha256": _sha256_file(path)}
+    return module, info, deps
+
+
+def _input_records(deps: list[Path], options: CompileOptions) -> list[dict[str, str]]:
+    records = [{"file": p.name, "sha256": _sha256_file(p)} for p in deps]
+    if options.config_file:
+        records.append({"file": Path(options.config_file).name, "sha256": _sha256_file(Path(options.config_file))})
+    return records
+
+
+def _build_key(records: list[dict[str, str]], options: CompileOptions) -> str:
+    import json
+    payload = {"inputs": records, "options": options.effective(), "versions": tool_versions()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
+    import json
+    try:
+        manifest = json.loads((out_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if manifest.get("build", {}).get("key") != key:
+        return None
+    from mlcc.emit.bundle import bundle_digest
+    if manifest.get("bundle_sha256") != bundle_digest(out_dir):
+        return None  # the bundle was edited or damaged since: rebuild
+    return manifest
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = None, **kwargs: Any) -> CompileResult:
+    """Compile model (a path to .onnx / .mlir, or an onnx.ModelProto) into a bundle at out_dir."""
+    options = kwargs.pop("options", None) or CompileOptions()
+    for k, v in kwargs.items():
+        if not hasattr(options, k):
+            raise TypeError(f"unknown compile option '{k}'")
+        setattr(options, k, v)
+    try:
+        return _compile(model, Path(out_dir), options, progress)
+    except MlccError:
+        raise
+    except RecursionError as e:
+        raise InvalidInputError(f"model nesting too deep ({e})") from None
+    except MemoryError:
+        raise InvalidInputError("out of memory while compiling (model too large for this machine?)") from None
+
+
+def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
+    from mlcc.atomic import depfile_text, staged_directory, write_file_atomic
+    from mlcc.emit.build import build_binaries, default_cache_dir
+    from mlcc.emit.bundle import write_bundle
+    from mlcc.emit.compile import TargetError, parse_targets
+    from mlcc.emit.lower_module import lower_module
+    from mlcc.hlo.buffer_assignment import assign_buffers
+    from mlcc.hlo.passes.pass_manager import PipelineOptions
+    from mlcc.hlo.passes.pipelines import default_pipeline, pass_names
+
+    report = progress or (lambda stage, done, total: None)
+    try:
+        targets = parse_targets(options.targets)
+    except TargetError as e:
+        raise UnsupportedError(str(e)) from None
+    if not targets:
+        raise UnsupportedError("no target given")
+    unknown = sorted(set(options.disable_passes) - set(pass_names()))
+    if unknown:
+        raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(pass_names())})")
+
+    report("import", 0, 1)
+    module, model_info, deps = import_model(model, options)
+    report("import", 1, 1)
+    records = _input_records(deps, options) if deps else [{"file": None, "sha256": model_info["sha256"]}]
+    key = _build_key(records, options)
+    if not options.force:
+        manifest = _is_up_to_date(out_dir, key)
+        if manifest is not None:
+            return CompileResult(out_dir, manifest, up_to_date=True)
+
+    pipeline = default_pipeline()
+    report("passes", 0, 1)
+    pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
+                                         disabled=frozenset(options.disable_passes)))
+    report("passes", 1, 1)
+    module.is_scheduled = True
+    plan = assign_buffers(module)
+    kernels, launches = lower_module(module, plan)
+    cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
+                                           progress=lambda d, t: report("kernels", d, t))
+    stats = {"kernels": len(kernels), "launches": len(launches),
+             "instructions": sum(1 for _ in module.all_instructions()),
+             "flops": sum(kernels[k].flops for _, k in launches)}
+    build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
+    with staged_directory(out_dir) as tmp:
+        manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
+                                binaries=binaries, targets=targets, model_info=model_info,
+                                build_info=build_info, stats=stats)
+    if options.depfile:
+        write_file_atomic(Path(options.depfile),
+                          depfile_text(str(out_dir / "manifest.json"),
+                                       [str(p) for p in deps] + ([options.config_file] if options.config_file else [])))
+    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats)

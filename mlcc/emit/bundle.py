@@ -1,0 +1,165 @@
+"""Write a bundle: manifest.json, intent.json, kernels/, weights.bin, model.hlo.
+
+Everything is deterministic: sorted keys, no timestamps, names derived from content.
+Written into a fresh directory that the caller swaps into place (mlcc/atomic.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlcc.emit.compile import Binary, Target
+from mlcc.emit.kernel import Kernel
+from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.printer import format_module
+from mlcc.runtime.physical import to_physical
+
+SCHEMA_VERSION = 1
+INTENT_SCHEMA_VERSION = 1
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def shape_json(shape: Shape) -> dict[str, Any]:
+    return {"dtype": shape.dtype, "numpy_dtype": numpy_dtype(shape.dtype).name,
+            "shape": list(shape.dims), "layout": list(shape.layout)}
+
+
+def constant_array(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
+    dt = numpy_dtype(inst.shape.dtype)
+    dims = tuple(inst.shape.dims)
+    if "value" in inst.attrs:
+        return np.array(inst.attrs["value"], dtype=dt).reshape(dims)
+    if "splat" in inst.attrs:
+        return np.full(dims, inst.attrs["splat"], dtype=dt)
+    return np.asarray(constants[inst.attrs["ref"]]).astype(dt, copy=False).reshape(dims)
+
+
+def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[dict[str, Any]]:
+    """Every WEIGHT/CONSTANT buffer, in its layout's byte order, at 256-byte aligned offsets."""
+    entries = []
+    offset = 0
+    with open(path, "wb") as f:
+        for inst in module.entry.instructions:
+            if inst.opcode != "constant":
+                continue
+            buf = plan.buffers[inst.name]
+            data = to_physical(constant_array(inst, module.constants), inst.shape.layout).tobytes()
+            pad = align(offset) - offset
+            f.write(b"\0" * pad)
+            offset += pad
+            entries.append({"name": buf.name, "offset": offset, "bytes": len(data), **shape_json(inst.shape)})
+            f.write(data)
+            offset += len(data)
+    return entries
+
+
+def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
+                 launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
+                 targets: list[Target], model_info: dict[str, Any], build_info: dict[str, Any],
+                 stats: dict[str, Any]) -> dict[str, Any]:
+    out.mkdir(parents=True, exist_ok=True)
+    kdir = out / "kernels"
+    kdir.mkdir(exist_ok=True)
+
+    kernel_entries = []
+    for name in sorted(kernels):
+        k = kernels[name]
+        (kdir / f"{name}.py").write_text(k.source)
+        bins = {}
+        for t in targets:
+            b = binaries[(name, t.name)]
+            bin_rel = f"kernels/{name}.{t.name}.{b.ext}"
+            meta_rel = f"kernels/{name}.{t.name}.json"
+            (out / bin_rel).write_bytes(b.data)
+            (out / meta_rel).write_text(b.metadata)
+            bins[t.name] = {"path": bin_rel, "metadata": meta_rel, "shared": b.shared,
+                            "num_warps": b.num_warps, "num_stages": b.num_stages, "function": b.name}
+        ops = sorted({o for inst, kn in launches if kn == name for o in inst.origin})
+        kernel_entries.append({"name": name, "source": f"kernels/{name}.py", "template": k.template,
+                               "arg_types": k.arg_types, "binaries": bins, "gpu": k.gpu.to_json(),
+                               "interpreter": k.interpreter.to_json(), "flops": k.flops, "ops": ops})
+
+    schedule = []
+    for step, (inst, kname) in enumerate(launches):
+        k = kernels[kname]
+        args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
+        schedule.append({"step": step, "kernel": kname, "instruction": inst.name, "args": args,
+                         "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
+                         "ops": list(inst.origin)})
+
+    weights = write_weights(out / "weights.bin", module, plan)
+    entry = module.entry
+    params = {p.name: p for p in entry.parameters()}
+    inputs = [{"name": p.attrs.get("name", p.name), "buffer": p.name, **shape_json(p.shape)}
+              for p in params.values()]
+    outputs = [{"name": n, "buffer": plan.value_buffer[o.name], **shape_json(o.shape)}
+               for n, o in zip(module.output_names, entry.root.operands)]
+
+    memory_plan = {
+        "arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound, "alignment": ALIGNMENT,
+        "buffers": [{"name": b.name, "bytes": b.bytes, "offset": b.offset, "first_step": b.first_step,
+                     "last_step": b.last_step, **shape_json(b.shape)}
+                    for b in sorted(plan.arena_buffers(), key=lambda b: (b.first_step, b.name))],
+    }
+    (out / "model.hlo").write_text(format_module(module))
+    intent = build_intent(plan, launches)
+    (out / "intent.json").write_text(dumps(intent))
+
+    manifest: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "model": model_info,
+        "build": build_info,
+        "targets": [t.name for t in targets],
+        "inputs": inputs,
+        "outputs": outputs,
+        "kernels": kernel_entries,
+        "schedule": schedule,
+        "memory_plan": memory_plan,
+        "weights": {"file": "weights.bin", "alignment": ALIGNMENT, "tensors": weights},
+        "buffers": {b.name: {"tensor_class": b.tensor_class, "bytes": b.bytes, **shape_json(b.shape)}
+                    for b in plan.buffers.values()},
+        "stats": stats,
+        "ir": "model.hlo",
+        "intent": "intent.json",
+    }
+    manifest["bundle_sha256"] = bundle_digest(out)
+    (out / "manifest.json").write_text(dumps(manifest))
+    return manifest
+
+
+def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]]) -> dict[str, Any]:
+    producer: dict[str, str] = {}
+    consumers: dict[str, list[str]] = {}
+    for inst, kname in launches:
+        producer[plan.value_buffer[inst.name]] = kname
+        for o in inst.operands:
+            consumers.setdefault(plan.value_buffer[o.name], [])
+            if kname not in consumers[plan.value_buffer[o.name]]:
+                consumers[plan.value_buffer[o.name]].append(kname)
+    entries = []
+    for b in sorted(plan.buffers.values(), key=lambda b: b.name):
+        entries.append({"name": b.name, "tensor_class": b.tensor_class, "bytes": b.bytes,
+                        "first_step": b.first_step, "last_step": b.last_step, "uses": list(b.uses),
+                        "producer": producer.get(b.name), "consumers": consumers.get(b.name, []),
+                        **shape_json(b.shape)})
+    return {"schema_version": INTENT_SCHEMA_VERSION, "steps": len(launches), "buffers": entries}
+
+
+def bundle_digest(out: Path) -> str:
+    """sha256 over every file but manifest.json: relative path and content, in sorted order."""
+    h = hashlib.sha256()
+    for p in sorted(out.rglob("*")):
+        rel = p.relative_to(out).as_posix()
+        if p.is_file() and rel != "manifest.json":
+            h.update(rel.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()

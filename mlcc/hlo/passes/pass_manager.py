@@ -1,0 +1,111 @@
+"""Pass and Pipeline, in the spirit of XLA's HloPassPipeline.
+
+The verifier runs after every pass that changed the module; a failure names the
+pass and the passes run before it. Fixed-point groups repeat until nothing changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from mlcc.errors import InternalError
+from mlcc.hlo.ir import Module
+from mlcc.hlo.printer import format_module
+from mlcc.hlo.verifier import VerifierError, verify_module
+
+
+class Pass:
+    name = "pass"
+
+    def run(self, module: Module) -> bool:  # True if the module changed
+        raise NotImplementedError(f"pass {self.name} has no run()")
+
+
+class FunctionPass(Pass):
+    """A tiny pass from a plain function, like onnx-ir's pass_fn."""
+
+    def __init__(self, name: str, fn: Callable[[Module], bool]) -> None:
+        self.name = name
+        self._fn = fn
+
+    def run(self, module: Module) -> bool:
+        return self._fn(module)
+
+
+@dataclass
+class PassRecord:
+    name: str
+    seconds: float
+    changed: bool
+    instructions: int
+
+
+@dataclass
+class PipelineOptions:
+    dump_dir: Path | None = None
+    disabled: frozenset[str] = frozenset()
+    verify: bool = True
+    max_iterations: int = 16
+
+
+class Pipeline(Pass):
+    """Runs passes in order; a nested FixedPoint group repeats until no pass changes anything."""
+
+    def __init__(self, name: str, passes: Sequence[Pass]) -> None:
+        self.name = name
+        self.passes = list(passes)
+        self.records: list[PassRecord] = []
+
+    def run(self, module: Module, options: PipelineOptions | None = None) -> bool:  # type: ignore[override]
+        options = options or PipelineOptions()
+        self._history: list[str] = []
+        self._dump_index = 0
+        if options.dump_dir is not None:
+            options.dump_dir.mkdir(parents=True, exist_ok=True)
+            self._dump(module, "input", options)
+        return self._run_list(module, self.passes, options)
+
+    def _run_list(self, module: Module, passes: Sequence[Pass], options: PipelineOptions) -> bool:
+        changed_any = False
+        for p in passes:
+            if isinstance(p, FixedPoint):
+                for _ in range(options.max_iterations):
+                    if not self._run_list(module, p.passes, options):
+                        break
+                    changed_any = True
+                continue
+            if p.name in options.disabled:
+                continue
+            start = time.perf_counter()
+            changed = bool(p.run(module))
+            elapsed = time.perf_counter() - start
+            self._history.append(p.name)
+            self.records.append(PassRecord(p.name, elapsed, changed, sum(1 for _ in module.all_instructions())))
+            if changed:
+                changed_any = True
+                if options.verify:
+                    try:
+                        verify_module(module)
+                    except VerifierError as e:
+                        before = ", ".join(self._history[:-1]) or "none"
+                        raise InternalError(f"invalid IR after pass {p.name} (passes run before: {before}): {e}") from e
+                if options.dump_dir is not None:
+                    self._dump(module, p.name, options)
+        return changed_any
+
+    def _dump(self, module: Module, pass_name: str, options: PipelineOptions) -> None:
+        assert options.dump_dir is not None
+        path = options.dump_dir / f"{self._dump_index:02d}-{pass_name}.hlo"
+        path.write_text(format_module(module))
+        self._dump_index += 1
+
+
+class FixedPoint(Pass):
+    """A group of passes that the pipeline repeats until none of them changes the module."""
+
+    def __init__(self, name: str, passes: Sequence[Pass]) -> None:
+        self.name = name
+        self.passes = list(passes)

@@ -1,0 +1,176 @@
+"""Load a bundle and run it. Reads only the bundle's files: no compiler module is imported.
+
+CPU: the bundle's Triton kernels run under Triton's interpreter, with the
+interpreter launch configs the compiler chose (big tiles, few programs).
+CUDA: the bundle's binaries for the device's architecture are launched directly;
+a device whose architecture is not among the bundle's targets gets the bundled
+sources compiled by Triton on first use.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from mlcc.runtime.physical import from_physical, to_physical
+
+SUPPORTED_SCHEMA = 1
+
+
+class BundleError(Exception):
+    """A bundle that cannot be loaded, or inputs that do not fit it. exit code 65 in the CLI."""
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _torch_dtype(name: str):
+    import torch
+    return {"bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
+            "int64": torch.int64, "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
+            "uint64": torch.uint64, "float16": torch.float16, "bfloat16": torch.bfloat16,
+            "float32": torch.float32, "float64": torch.float64}[name]
+
+
+def _as_bytes_tensor(arr: np.ndarray, device: str):
+    import torch
+    flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    return torch.from_numpy(flat.copy()).to(device)
+
+
+def _to_numpy(t, numpy_dtype: np.dtype) -> np.ndarray:
+    import torch
+    raw = t.detach().to("cpu").contiguous().view(torch.uint8).numpy()
+    return raw.view(numpy_dtype)
+
+
+class Executable:
+    """A loaded bundle. ``run({input name: array}) -> {output name: array}``."""
+
+    def __init__(self, path: str | Path, device: str = "cpu") -> None:
+        import torch
+
+        self.path = Path(path)
+        try:
+            self.manifest = json.loads((self.path / "manifest.json").read_text())
+        except FileNotFoundError:
+            raise BundleError(f"{self.path}: no manifest.json (not an mlcc bundle)") from None
+        except ValueError as e:
+            raise BundleError(f"{self.path}/manifest.json: not valid JSON ({e})") from None
+        if self.manifest.get("schema_version") != SUPPORTED_SCHEMA:
+            raise BundleError(f"{self.path}: bundle schema {self.manifest.get('schema_version')} is not supported "
+                              f"(this runtime reads {SUPPORTED_SCHEMA})")
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            raise BundleError(f"unknown device '{device}' (cpu or cuda)")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise BundleError("device 'cuda' requested but no CUDA device is available")
+        self.device = device
+        m = self.manifest
+        weights_path = self.path / m["weights"]["file"]
+        self._weights = _as_bytes_tensor(np.fromfile(weights_path, dtype=np.uint8), device)
+        self._arena = torch.zeros(max(m["memory_plan"]["arena_bytes"], 1), dtype=torch.uint8, device=device)
+        self._static: dict[str, Any] = {}
+        for w in m["weights"]["tensors"]:
+            self._static[w["name"]] = self._view(self._weights, w["offset"], w["bytes"], w["numpy_dtype"])
+        for b in m["memory_plan"]["buffers"]:
+            self._static[b["name"]] = self._view(self._arena, b["offset"], b["bytes"], b["numpy_dtype"])
+        self._kernels = {k["name"]: k for k in m["kernels"]}
+        self._fns: dict[str, Any] = {}
+        self._arch = self._device_arch() if device.startswith("cuda") else None
+
+    @staticmethod
+    def _view(base, offset: int, nbytes: int, numpy_dtype: str):
+        return base[offset:offset + nbytes].view(_torch_dtype(numpy_dtype))
+
+    def _device_arch(self) -> str:
+        import torch
+        if getattr(torch.version, "hip", None):
+            return torch.cuda.get_device_properties(self.device).gcnArchName.split(":")[0]
+        major, minor = torch.cuda.get_device_capability(self.device)
+        return f"sm_{major}{minor}"
+
+    # ---- kernels
+    def _function(self, name: str) -> Any:
+        fn = self._fns.get(name)
+        if fn is not None:
+            return fn
+        k = self._kernels[name]
+        source = self.path / k["source"]
+        if self.device == "cpu":
+            from mlcc.runtime.interpreter import load_kernel
+            fn = load_kernel(source, name)
+        elif self._arch in k["binaries"]:
+            from mlcc.runtime.cuda import load_binary
+            fn = load_binary(self.path, k, self._arch)
+        else:
+            from mlcc.runtime.cuda import load_source
+            fn = load_source(source, name)
+        self._fns[name] = fn
+        return fn
+
+    # ---- running
+    def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        spec = {i["name"]: i for i in self.manifest["inputs"]}
+        missing = [n for n in spec if n not in inputs]
+        extra = [n for n in inputs if n not in spec]
+        if missing or extra:
+            raise BundleError(f"inputs do not match the bundle: missing {missing}, unexpected {extra}")
+        out = {}
+        for name, s in spec.items():
+            arr = np.asarray(inputs[name])
+            want = _numpy_dtype(s["numpy_dtype"])
+            if arr.dtype != want:
+                if not np.can_cast(arr.dtype, want, casting="same_kind"):
+                    raise BundleError(f"input '{name}': dtype {arr.dtype}, the bundle expects {want}")
+                arr = arr.astype(want)
+            if list(arr.shape) != list(s["shape"]):
+                raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s['shape']}")
+            out[name] = arr
+        return out
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        import torch
+        arrays = self._check_inputs(inputs)
+        buffers = dict(self._static)
+        for s in self.manifest["inputs"]:
+            phys = to_physical(arrays[s["name"]], s["layout"])
+            buffers[s["buffer"]] = _as_bytes_tensor(phys, self.device).view(_torch_dtype(s["numpy_dtype"]))
+        for s in self.manifest["outputs"]:
+            n = int(np.prod(s["shape"], dtype=np.int64))
+            buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)
+        cpu = self.device == "cpu"
+        for launch in self.manifest["schedule"]:
+            k = self._kernels[launch["kernel"]]
+            fn = self._function(launch["kernel"])
+            args = [buffers[b] for b in launch["args"]]
+            if cpu:
+                cfg = k["interpreter"]
+                fn[tuple(cfg["grid"])](*args, **cfg["constexprs"])
+            else:
+                fn(tuple(launch["grid"]), args, k)
+        if not cpu:
+            torch.cuda.synchronize(self.device)
+        result = {}
+        for s in self.manifest["outputs"]:
+            flat = _to_numpy(buffers[s["buffer"]], _numpy_dtype(s["numpy_dtype"]))
+            result[s["name"]] = np.ascontiguousarray(from_physical(flat, s["shape"], s["layout"]))
+        return result
+
+    @property
+    def input_names(self) -> list[str]:
+        return [i["name"] for i in self.manifest["inputs"]]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [o["name"] for o in self.manifest["outputs"]]
+
+
+def load(path: str | Path, device: str = "cpu") -> Executable:
+    return Executable(path, device)

@@ -1,0 +1,42 @@
+import itertools
+
+from mlcc.hlo.buffer_assignment import align, assign_buffers
+from mlcc.hlo.parser import parse_module
+
+TEXT = """HloModule m, output_names={y}
+
+ENTRY %main {
+  %x = f32[64,64]{1,0} parameter(0), name=x
+  %w = f32[64,64]{1,0} constant(), ref=w
+  %a = f32[64,64]{1,0} exp(%x)
+  %b = f32[64,64]{1,0} negate(%a)
+  %v = f32[4096]{0} bitcast(%b)
+  %c = f32[4096]{0} exp(%v)
+  %d = f32[64,64]{1,0} dot(%a, %w), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %e = f32[4096]{0} bitcast(%d)
+  %y = f32[4096]{0} add(%c, %e)
+  ROOT %t = (f32[4096]{0}) tuple(%y)
+}
+"""
+
+
+def test_classes_aliases_and_live_ranges():
+    plan = assign_buffers(parse_module(TEXT))
+    assert [s.name for s in plan.steps] == ["a", "b", "c", "d", "y"]
+    cls = {n: b.tensor_class for n, b in plan.buffers.items()}
+    assert cls == {"x": "INPUT", "w": "WEIGHT", "a": "ACTIVATION", "b": "ACTIVATION", "c": "ACTIVATION",
+                   "d": "ACTIVATION", "y": "OUTPUT"}
+    assert plan.value_buffer["v"] == "b" and plan.value_buffer["e"] == "d"
+    assert plan.buffers["a"].uses == [0, 1, 3]
+    assert (plan.buffers["b"].first_step, plan.buffers["b"].last_step) == (1, 2)
+
+
+def test_live_buffers_never_overlap_and_peak_is_the_lower_bound_here():
+    plan = assign_buffers(parse_module(TEXT))
+    arena = plan.arena_buffers()
+    for p, q in itertools.combinations(arena, 2):
+        if p.first_step <= q.last_step and q.first_step <= p.last_step:
+            assert p.offset + align(p.bytes) <= q.offset or q.offset + align(q.bytes) <= p.offset
+    # a (0..3) overlaps b (1..2), c (2..4), d (3..4): at most 3 x 16 KiB live at once.
+    assert plan.lower_bound == 3 * 16384
+    assert plan.arena_bytes == plan.lower_bound
