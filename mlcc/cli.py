@@ -103,7 +103,7 @@ def main() -> None:
 @click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Bundle directory to write (replaced only when the compile succeeds).")
-@click.option("--target", "targets", default=None, help="Comma list of GPU targets: sm_80,sm_90,gfx942 (default sm_80,sm_90).")
+@click.option("--target", "targets", default=None, help="Comma list of GPU targets: sm_80,sm_90,gfx942 (default sm_80,sm_90); none: no binaries.")
 @click.option("--shape", "shapes", multiple=True, help="Specialize an input (NAME=1x128) or a symbolic dim (batch=1). Repeatable.")
 @click.option("--dump-ir", type=click.Path(file_okay=False), default=None, help="Write NN-<pass>.hlo after every pass into DIR.")
 @click.option("--disable-pass", "disable_passes", multiple=True, help="Skip a pass by name. Repeatable.")
@@ -114,19 +114,22 @@ def main() -> None:
 @click.option("--force", is_flag=True, help="Rebuild even when the bundle is up to date.")
 @click.option("--depfile", type=click.Path(dir_okay=False), default=None, help="Write a Make dependency file.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Options file (default ./mlcc.yaml if present).")
+@click.option("--device-model", default=None, help="Device model intent.json's costs assume: H100 (default), H200, A100.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
 def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[str, ...], dump_ir: str | None,
                 disable_passes: tuple[str, ...], time_passes: bool, jobs: int | None, cache_dir: str | None,
-                no_cache: bool, force: bool, depfile: str | None, config_path: str | None, as_json: bool,
+                no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
+                as_json: bool,
                 quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
     import mlcc
     with _diagnostics(as_json, debug):
         cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
-               "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile}
+               "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
+               "device_model": device_model}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:
@@ -245,6 +248,35 @@ def inspect_cmd(bundle: Path, as_json: bool) -> None:
             click.echo(json.dumps(summary, sort_keys=True, indent=1))
         else:
             render_text(summary)
+
+
+@main.command("simulate")
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--hbm-budget", "budget", required=True, help="Device memory budget: bytes, or a percentage of the footprint (50%).")
+@click.option("--iterations", type=click.IntRange(min=1), default=3, show_default=True, help="Steady-state inferences to replay.")
+@click.option("--json", "as_json", is_flag=True)
+def simulate_cmd(bundle: Path, budget: str, iterations: int, as_json: bool) -> None:
+    """Replay the schedule under a memory budget: bytes over the host link and stall time per policy."""
+    from mlcc.runtime.simulate import simulate_bundle
+    with _diagnostics(as_json):
+        try:
+            r = simulate_bundle(bundle, budget, iterations)
+        except FileNotFoundError:
+            raise errors.InputMissingError("no intent.json here (not an mlcc bundle)", file=str(bundle)) from None
+        except ValueError as e:
+            raise errors.InvalidInputError(str(e), file=str(bundle)) from None
+        if as_json:
+            click.echo(json.dumps(r, sort_keys=True, indent=1))
+            return
+        click.echo(f"footprint {r['footprint_bytes']:,} bytes, budget {r['budget_bytes']:,} bytes, "
+                   f"{iterations} inferences, device model {r['device_model']}")
+        for name, p in r["policies"].items():
+            click.echo(f"  {name:<7} moved {p['bytes_moved']:>15,} bytes  stall {p['stall_seconds'] * 1e6:>12.1f} us  "
+                       f"({p['fetches']} fetches, {p['writebacks']} write-backs)")
+        base = r["policies"]
+        if base["belady"]["bytes_moved"] and base["lru"]["bytes_moved"]:
+            click.echo(f"  intent/belady {base['intent']['bytes_moved'] / base['belady']['bytes_moved']:.3f}   "
+                       f"intent/lru {base['intent']['bytes_moved'] / base['lru']['bytes_moved']:.3f}")
 
 
 @main.command("config")

@@ -34,12 +34,13 @@ class CompileOptions:
     depfile: str | None = None
     quiet: bool = False
     config_file: str | None = None     # mlcc.yaml the options came from (hashed as an input)
+    device_model: str = "H100"         # what intent.json's costs assume (H100, H200, A100)
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
         return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
                                                           for k, v in sorted(self.shapes.items())},
-                "disable_passes": sorted(self.disable_passes)}
+                "disable_passes": sorted(self.disable_passes), "device_model": self.device_model}
 
 
 @dataclass
@@ -129,6 +130,14 @@ def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
     return manifest
 
 
+def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> None:
+    if not options.depfile:
+        return
+    from mlcc.atomic import depfile_text, write_file_atomic
+    files = [str(p) for p in deps] + ([options.config_file] if options.config_file else [])
+    write_file_atomic(Path(options.depfile), depfile_text(str(out_dir / "manifest.json"), files))
+
+
 Progress = Callable[[str, int, int], None]
 
 
@@ -150,7 +159,8 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
 
 
 def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
-    from mlcc.atomic import depfile_text, staged_directory, write_file_atomic
+    from mlcc.atomic import staged_directory
+    from mlcc.device_models import device_model
     from mlcc.emit.build import build_binaries, default_cache_dir
     from mlcc.emit.bundle import write_bundle
     from mlcc.emit.compile import TargetError, parse_targets
@@ -160,12 +170,14 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     from mlcc.hlo.passes.pipelines import default_pipeline, pass_names
 
     report = progress or (lambda stage, done, total: None)
-    try:
-        targets = parse_targets(options.targets)
+    try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
+        targets = parse_targets([t for t in options.targets if t.strip().lower() != "none"])
     except TargetError as e:
         raise UnsupportedError(str(e)) from None
-    if not targets:
-        raise UnsupportedError("no target given")
+    try:
+        device = device_model(options.device_model)
+    except ValueError as e:
+        raise UnsupportedError(str(e)) from None
     unknown = sorted(set(options.disable_passes) - set(pass_names()))
     if unknown:
         raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(pass_names())})")
@@ -178,6 +190,9 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     if not options.force:
         manifest = _is_up_to_date(out_dir, key)
         if manifest is not None:
+            # Same bytes, fresh mtime: make sees the bundle as newer than the input it was checked against.
+            os.utime(out_dir / "manifest.json")
+            _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
     pipeline = default_pipeline()
@@ -198,9 +213,6 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     with staged_directory(out_dir) as tmp:
         manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
                                 binaries=binaries, targets=targets, model_info=model_info,
-                                build_info=build_info, stats=stats)
-    if options.depfile:
-        write_file_atomic(Path(options.depfile),
-                          depfile_text(str(out_dir / "manifest.json"),
-                                       [str(p) for p in deps] + ([options.config_file] if options.config_file else [])))
+                                build_info=build_info, stats=stats, device=device)
+    _write_depfile(options, out_dir, deps)
     return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats)

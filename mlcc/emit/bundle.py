@@ -13,13 +13,16 @@ from typing import Any
 
 import numpy as np
 
+from mlcc.device_models import DeviceModel
 from mlcc.emit.compile import Binary, Target
+from mlcc.emit.intent import build_intent
 from mlcc.emit.kernel import Kernel
 from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.printer import format_module
 from mlcc.runtime.physical import to_physical
+from mlcc.schemas import validate
 
 SCHEMA_VERSION = 1
 INTENT_SCHEMA_VERSION = 1
@@ -66,7 +69,7 @@ def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[dict[str
 def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
                  launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
                  targets: list[Target], model_info: dict[str, Any], build_info: dict[str, Any],
-                 stats: dict[str, Any]) -> dict[str, Any]:
+                 stats: dict[str, Any], device: DeviceModel) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     kdir = out / "kernels"
     kdir.mkdir(exist_ok=True)
@@ -112,7 +115,13 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
                     for b in sorted(plan.arena_buffers(), key=lambda b: (b.first_step, b.name))],
     }
     (out / "model.hlo").write_text(format_module(module))
-    intent = build_intent(plan, launches)
+    names: dict[str, list[str]] = {}
+    for inst in entry.instructions:
+        buf = plan.value_buffer.get(inst.name)
+        if buf is not None:
+            names.setdefault(buf, []).extend(list(inst.origin) + ([inst.attrs["ref"]] if "ref" in inst.attrs else []))
+    intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device, names)
+    validate("intent", intent)
     (out / "intent.json").write_text(dumps(intent))
 
     manifest: dict[str, Any] = {
@@ -133,26 +142,9 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         "intent": "intent.json",
     }
     manifest["bundle_sha256"] = bundle_digest(out)
+    validate("manifest", manifest)
     (out / "manifest.json").write_text(dumps(manifest))
     return manifest
-
-
-def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]]) -> dict[str, Any]:
-    producer: dict[str, str] = {}
-    consumers: dict[str, list[str]] = {}
-    for inst, kname in launches:
-        producer[plan.value_buffer[inst.name]] = kname
-        for o in inst.operands:
-            consumers.setdefault(plan.value_buffer[o.name], [])
-            if kname not in consumers[plan.value_buffer[o.name]]:
-                consumers[plan.value_buffer[o.name]].append(kname)
-    entries = []
-    for b in sorted(plan.buffers.values(), key=lambda b: b.name):
-        entries.append({"name": b.name, "tensor_class": b.tensor_class, "bytes": b.bytes,
-                        "first_step": b.first_step, "last_step": b.last_step, "uses": list(b.uses),
-                        "producer": producer.get(b.name), "consumers": consumers.get(b.name, []),
-                        **shape_json(b.shape)})
-    return {"schema_version": INTENT_SCHEMA_VERSION, "steps": len(launches), "buffers": entries}
 
 
 def bundle_digest(out: Path) -> str:

@@ -1,0 +1,108 @@
+"""Export a GPT-2-style decoder (random weights, plain torch, no transformers) to ONNX.
+
+    python tools/gpt2_export.py OUT.onnx [--layers 12 --embd 768 --heads 12 --vocab 50257 --seq 128]
+                                         [--kv-cache --past 16] [--seed 0]
+
+With --kv-cache the model takes past_key_<i>/past_value_<i> [batch, heads, past, head_dim] and
+returns present_key_<i>/present_value_<i> (past and new tokens), as decoder exports do.
+Needs torch (the CPU build is enough); uses the TorchScript exporter so onnxscript is not needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import warnings
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x, past_k=None, past_v=None):
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q = q.view(b, s, h, d // h).transpose(1, 2)
+        k = k.view(b, s, h, d // h).transpose(1, 2)
+        v = v.view(b, s, h, d // h).transpose(1, 2)
+        if past_k is not None:
+            k = torch.cat([past_k, k], dim=2)
+            v = torch.cat([past_v, v], dim=2)
+        t = k.shape[2]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
+        causal = torch.ones(s, t, dtype=torch.bool).tril(diagonal=t - s)
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.c_proj(y)
+        x = x + self.mlp_proj(nn.functional.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x, k, v
+
+
+class GPT2(nn.Module):
+    def __init__(self, vocab: int, positions: int, d: int, layers: int, heads: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(positions, d)
+        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, input_ids, *past):
+        s = input_ids.shape[1]
+        offset = past[0].shape[2] if past else 0
+        pos = torch.arange(offset, offset + s).unsqueeze(0)
+        x = self.wte(input_ids) + self.wpe(pos)
+        presents = []
+        for i, block in enumerate(self.h):
+            x, k, v = block(x, *(past[2 * i:2 * i + 2] if past else ()))
+            presents += [k, v]
+        logits = self.ln_f(x) @ self.wte.weight.t()
+        return (logits, *presents) if past else logits
+
+
+def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, batch: int = 1,
+           kv_cache: bool = False, past: int = 16, seed: int = 0) -> None:
+    torch.manual_seed(seed)
+    model = GPT2(vocab, max(1024, seq + past), d, layers, heads).eval()
+    ids = torch.randint(0, vocab, (batch, seq))
+    args: tuple = (ids,)
+    inputs, outputs = ["input_ids"], ["logits"]
+    if kv_cache:
+        for i in range(layers):
+            args += (torch.randn(batch, heads, past, d // heads), torch.randn(batch, heads, past, d // heads))
+            inputs += [f"past_key_{i}", f"past_value_{i}"]
+            outputs += [f"present_key_{i}", f"present_value_{i}"]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, path, dynamo=False, opset_version=17, input_names=inputs,
+                          output_names=outputs, do_constant_folding=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--embd", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--kv-cache", action="store_true")
+    ap.add_argument("--past", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    export(a.out, a.layers, a.embd, a.heads, a.vocab, a.seq, a.batch, a.kv_cache, a.past, a.seed)
+
+
+if __name__ == "__main__":
+    main()
