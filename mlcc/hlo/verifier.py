@@ -138,7 +138,7 @@ def verify_module(module: Module) -> None:
         n = len(root.shape.elements) if root is not None and root.shape.is_tuple else 1
         if n != len(module.output_names):
             errors.append(f"entry returns {n} values for {len(module.output_names)} output names")
-        pnames = [p.attrs.get("name") for p in entry[0].parameters()]
+        pnames = [n for n in (p.attrs.get("name") for p in entry[0].parameters()) if n is not None]
         if len(set(pnames)) != len(pnames):
             errors.append("entry parameter names are not unique")
     for inst in module.all_instructions():
