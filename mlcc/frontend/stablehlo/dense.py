@@ -1,0 +1,126 @@
+"""Decoding ``dense<...>`` literals into numpy arrays.
+
+Three spellings: a splat (``dense<1.0>``: every element), nested lists
+(``dense<[[1, 2], [3, 4]]>``) and a hex string (``dense<"0x0000803F...">``: the
+little-endian bytes of every element, one byte per i1, or of one element for a
+splat). A float written as a hex integer (``dense<0xFF800000>``) is its bit pattern.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mlcc.frontend.stablehlo.syntax import TensorType
+from mlcc.hlo.dtypes import numpy_dtype
+
+_FLOAT_BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
+
+
+class DenseError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Element:
+    kind: str  # int float hex bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    kind: str  # splat list hex
+    data: Any  # Element, nested list of Elements, or the hex string
+
+
+def float_from_bits(bits: int, element: str) -> float:
+    dtype = numpy_dtype(element) if element in _FLOAT_BITS else np.dtype(np.float64)
+    return float(np.array(bits, dtype=_FLOAT_BITS.get(element, np.uint64)).view(dtype))
+
+
+def to_array(literal: Literal, ttype: TensorType) -> np.ndarray:
+    """The array a literal denotes at type ttype (raises DenseError when they disagree)."""
+    if ttype.dtype is None:
+        raise DenseError(f"element type {ttype.element} is not supported")
+    if any(d is None for d in ttype.dims):
+        raise DenseError(f"a constant needs a static shape, not {ttype}")
+    dtype = numpy_dtype(ttype.dtype)
+    dims = tuple(int(d) for d in ttype.dims)  # type: ignore[arg-type]
+    count = int(np.prod(dims, dtype=np.int64))
+    if literal.kind == "hex":
+        return _from_hex(literal.data, ttype.dtype, dtype, dims, count)
+    if literal.kind == "splat":
+        return np.full(dims, _scalars([literal.data], ttype.dtype, dtype)[0], dtype=dtype)
+    shape, flat = _nested(literal.data)
+    if count == 0 and not flat:
+        return np.zeros(dims, dtype=dtype)
+    if len(flat) != count or (len(shape) == len(dims) and shape != dims):
+        raise DenseError(f"dense literal of shape {list(shape)} does not match {ttype}")
+    return _scalars(flat, ttype.dtype, dtype).reshape(dims)
+
+
+def _from_hex(text: str, ir_dtype: str, dtype: np.dtype, dims: tuple[int, ...], count: int) -> np.ndarray:
+    if not text.startswith("0x"):
+        raise DenseError("a hex dense literal must start with 0x")
+    try:
+        raw = bytes.fromhex(text[2:])
+    except ValueError:
+        raise DenseError("malformed hex dense literal") from None
+    if ir_dtype == "pred":
+        flat = np.frombuffer(raw, dtype=np.uint8) != 0
+    else:
+        size = dtype.itemsize
+        if len(raw) % size:
+            raise DenseError(f"hex dense literal of {len(raw)} bytes is not a whole number of {ir_dtype}")
+        flat = np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype)
+    if flat.size == count:
+        return flat.reshape(dims).copy()
+    if flat.size == 1:
+        return np.full(dims, flat[0], dtype=dtype)
+    raise DenseError(f"hex dense literal holds {flat.size} elements, the type needs {count}")
+
+
+def _nested(items: list[Any]) -> tuple[tuple[int, ...], list[Element]]:
+    if not items:
+        return (0,), []
+    if isinstance(items[0], list):
+        subs = [_nested(x) if isinstance(x, list) else None for x in items]
+        if any(s is None for s in subs) or len({s[0] for s in subs}) != 1:  # type: ignore[index]
+            raise DenseError("dense literal has ragged nested lists")
+        inner = subs[0][0]  # type: ignore[index]
+        return (len(items),) + inner, [e for s in subs for e in s[1]]  # type: ignore[index]
+    if any(isinstance(x, list) for x in items):
+        raise DenseError("dense literal has ragged nested lists")
+    return (len(items),), list(items)
+
+
+def _scalars(elements: list[Element], ir_dtype: str, dtype: np.dtype) -> np.ndarray:
+    if ir_dtype in _FLOAT_BITS:
+        if all(e.kind != "hex" for e in elements):
+            return np.array([float(e.text) if e.kind != "bool" else float(e.text == "true")
+                             for e in elements], dtype=np.float64).astype(dtype)
+        out = np.empty(len(elements), dtype=dtype)
+        for i, e in enumerate(elements):
+            out[i] = float_from_bits(int(e.text, 16), ir_dtype) if e.kind == "hex" else float(e.text)
+        return out
+    values: list[int] = []
+    bits = dtype.itemsize * 8
+    for e in elements:
+        if e.kind == "bool":
+            values.append(int(e.text == "true"))
+        elif e.kind == "float":
+            raise DenseError(f"float literal {e.text} for an integer type")
+        else:
+            v = int(e.text, 0)
+            if e.kind == "hex" and dtype.kind == "i" and v >= 1 << (bits - 1):
+                v -= 1 << bits
+            values.append(v)
+    if ir_dtype == "pred":
+        return np.array(values, dtype=np.int64) != 0
+    info = np.iinfo(dtype)
+    for v in values:
+        if not info.min <= v <= info.max:
+            raise DenseError(f"value {v} does not fit in {ir_dtype}")
+    return np.array(values, dtype=dtype)

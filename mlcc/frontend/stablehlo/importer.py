@@ -1,0 +1,288 @@
+"""ParsedModule -> IR Module, one rule per op name, built only through the Builder.
+
+A rule is a small function registered by op name::
+
+    @stablehlo_op("stablehlo.transpose")
+    def import_transpose(cx: Context, op: Op, args: list[Instruction]) -> Results: ...
+
+It returns one instruction per op result. Private functions are inlined at each
+``func.call``; while loops whose trip count is known at import time are
+unrolled. Ops without a rule are all reported together before anything is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from mlcc.frontend.stablehlo import fold
+from mlcc.frontend.stablehlo.errors import (StableHLOParseError, StableHLOUnsupportedError, UnsupportedOp,
+                                            UnsupportedOpsError)
+from mlcc.frontend.stablehlo.syntax import (ELEMENT_TYPES, Block, Function, Op, ParsedModule, SymbolRef, TensorType,
+                                            Value)
+from mlcc.hlo.builder import Builder
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.shape_inference import ShapeError
+
+Results = Instruction | Sequence[Instruction]
+Rule = Callable[["Context", Op, list[Instruction]], Results]
+RULES: dict[str, Rule] = {}
+
+TERMINATORS = ("func.return", "stablehlo.return")
+MAX_UNROLLED_OPS = 20000  # ops a module may grow to by unrolling loops and inlining calls
+
+
+def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return register
+
+
+class Env:
+    """Values -> instructions for one inlined function body or one loop iteration."""
+
+    def __init__(self, parent: "Env | None" = None) -> None:
+        self.parent = parent
+        self.values: dict[int, Instruction] = {}
+
+    def bind(self, value: Value, inst: Instruction) -> None:
+        self.values[id(value)] = inst
+
+    def get(self, value: Value) -> Instruction | None:
+        env: Env | None = self
+        while env is not None:
+            inst = env.values.get(id(value))
+            if inst is not None:
+                return inst
+            env = env.parent
+        return None
+
+
+class Context:
+    def __init__(self, parsed: ParsedModule, name: str) -> None:
+        self.parsed = parsed
+        self.filename = parsed.filename
+        self.b = Builder(name)
+        self.known: dict[int, np.ndarray] = {}
+        self.env = Env()
+        self.call_stack: list[str] = []
+        self.imported_ops = 0
+
+    # ---- errors
+    def error(self, op: Op, message: str) -> StableHLOParseError:
+        return StableHLOParseError(f"{op.name}: {message}", file=self.filename, line=op.line, col=op.col)
+
+    def unsupported(self, op: Op, message: str) -> StableHLOUnsupportedError:
+        return StableHLOUnsupportedError(f"{op.name}: {message}", file=self.filename, line=op.line, col=op.col)
+
+    # ---- values known at import time
+    def constant(self, array: np.ndarray, ref_hint: str = "c") -> Instruction:
+        inst = self.b.constant(array, ref_hint=ref_hint)
+        self.known[id(inst)] = np.asarray(array)
+        return inst
+
+    def value_of(self, inst: Instruction) -> np.ndarray | None:
+        return self.known.get(id(inst))
+
+    def scalar(self, value: Any, dtype: str) -> Instruction:
+        return self.constant(np.array(value, dtype=numpy_dtype(dtype)))
+
+    # ---- shapes
+    def shape(self, op: Op, t: Any) -> Shape:
+        if not isinstance(t, TensorType):
+            raise self.unsupported(op, f"values of type {t} are not supported (only ranked tensors)")
+        if t.dtype is None:
+            raise self.unsupported(op, f"element type {t.element} is not supported")
+        if any(d is None for d in t.dims):
+            raise self.unsupported(op, f"dynamic shape {t} is not supported (static shapes only)")
+        return Shape(t.dtype, t.dims)
+
+    def result_shape(self, op: Op, index: int = 0) -> Shape:
+        return self.shape(op, op.results[index].type)
+
+    # ---- importing
+    def import_function(self, fn: Function, args: Sequence[Instruction], op: Op | None = None) -> list[Instruction]:
+        if fn.name in self.call_stack:
+            raise StableHLOUnsupportedError(f"recursive call of @{fn.name}", file=self.filename,
+                                            line=op.line if op else fn.line, col=op.col if op else fn.col)
+        self.call_stack.append(fn.name)
+        saved = self.env
+        self.env = Env()
+        try:
+            return self.import_block(fn.body, args)
+        finally:
+            self.env = saved
+            self.call_stack.pop()
+
+    def import_region(self, region: list[Block], args: Sequence[Instruction]) -> list[Instruction]:
+        """A region that may read values of the enclosing body (a loop body)."""
+        saved = self.env
+        self.env = Env(saved)
+        try:
+            return self.import_block(region[0], args)
+        finally:
+            self.env = saved
+
+    def import_block(self, block: Block, args: Sequence[Instruction]) -> list[Instruction]:
+        if len(block.args) != len(args):
+            raise StableHLOParseError(f"a block of {len(block.args)} arguments receives {len(args)} values",
+                                      file=self.filename)
+        for value, inst in zip(block.args, args):
+            self.env.bind(value, inst)
+        for op in block.ops:
+            if op.name in TERMINATORS:
+                return [self.lookup(op, v) for v in op.operands]
+            self.import_op(op)
+        raise StableHLOParseError("block does not end with a return", file=self.filename)
+
+    def lookup(self, op: Op, value: Value) -> Instruction:
+        inst = self.env.get(value)
+        if inst is None:
+            raise self.error(op, f"value {value.name} is not available here")
+        return inst
+
+    def import_op(self, op: Op) -> None:
+        self.imported_ops += 1
+        if self.imported_ops > MAX_UNROLLED_OPS:
+            raise self.unsupported(op, f"the program grows past {MAX_UNROLLED_OPS} ops once calls are inlined "
+                                       "and loops unrolled")
+        args = [self.lookup(op, v) for v in op.operands]
+        with self.b.origin(self.origin(op)):
+            try:
+                out = self.fold(op, args)
+                if out is None:
+                    rule = RULES.get(op.name)
+                    if rule is None:
+                        raise self.unsupported(op, "no import rule")
+                    out = rule(self, op, args)
+            except ShapeError as e:
+                raise self.error(op, str(e)) from None
+        results = [out] if isinstance(out, Instruction) else list(out)
+        if len(results) != len(op.results):
+            raise self.error(op, f"produced {len(results)} values for {len(op.results)} results")
+        for value, inst in zip(op.results, results):
+            self.check_result(op, value, inst)
+            self.env.bind(value, inst)
+
+    def fold(self, op: Op, args: list[Instruction]) -> Instruction | None:
+        """A scalar result computed now from values known now (loop counters, reduction inits)."""
+        if len(op.results) != 1 or not isinstance(op.results[0].type, TensorType) or op.results[0].type.rank:
+            return None
+        values = [self.value_of(a) for a in args]
+        if any(v is None for v in values):
+            return None
+        out = fold.evaluate(op, values, self.result_shape(op).dtype)  # type: ignore[arg-type]
+        return None if out is None else self.constant(out)
+
+    def check_result(self, op: Op, value: Value, inst: Instruction) -> None:
+        declared = self.shape(op, value.type)
+        if inst.shape.is_tuple or inst.shape.dtype != declared.dtype or tuple(inst.shape.dims) != declared.dims:
+            raise self.error(op, f"result {value.name} is declared {value.type} but its operands give "
+                                 f"{_tensor_text(inst.shape)}")
+
+    def origin(self, op: Op) -> str:
+        if op.location:
+            return op.location
+        name = op.results[0].name if op.results else op.name
+        return f"{'/'.join(self.call_stack)}/{name}"
+
+    def call(self, op: Op, callee: Any, args: list[Instruction]) -> list[Instruction]:
+        name = callee.name if isinstance(callee, SymbolRef) else str(callee)
+        fn = self.parsed.functions.get(name)
+        if fn is None:
+            raise self.error(op, f"call of undefined function @{name}")
+        if len(args) != len(fn.args):
+            raise self.error(op, f"@{name} takes {len(fn.args)} arguments, the call passes {len(args)}")
+        for i, (value, inst) in enumerate(zip(fn.args, args)):
+            declared = self.shape(op, value.type)
+            if declared.dtype != inst.shape.dtype or declared.dims != tuple(inst.shape.dims):
+                raise self.error(op, f"argument {i} of @{name} is {value.type}, the call passes "
+                                     f"{_tensor_text(inst.shape)}")
+        results = self.import_function(fn, args, op)
+        if len(results) != len(op.results):
+            raise self.error(op, f"@{name} returns {len(results)} values for {len(op.results)} results")
+        return results
+
+
+def _tensor_text(shape: Any) -> str:
+    if shape.is_tuple:
+        return str(shape)
+    element = {v: k for k, v in reversed(list(ELEMENT_TYPES.items()))}[shape.dtype]
+    return str(TensorType(element, tuple(shape.dims)))
+
+
+# ---------------------------------------------------------------- module
+def entry_function(parsed: ParsedModule) -> Function:
+    if "main" in parsed.functions:
+        return parsed.functions["main"]
+    public = [f for f in parsed.functions.values() if f.visibility == "public"]
+    if len(public) == 1:
+        return public[0]
+    raise StableHLOParseError("no @main function (and not exactly one public function)", file=parsed.filename)
+
+
+def reachable_ops(parsed: ParsedModule, entry: Function) -> Iterator[Op]:
+    seen: set[str] = set()
+    todo = [entry]
+    while todo:
+        fn = todo.pop()
+        if fn.name in seen:
+            continue
+        seen.add(fn.name)
+        for top in fn.body.ops:
+            for op in top.walk():
+                yield op
+                for key in ("callee", "decomposition"):
+                    ref = op.attrs.get(key)
+                    if isinstance(ref, SymbolRef) and ref.name in parsed.functions:
+                        todo.append(parsed.functions[ref.name])
+
+
+def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp]:
+    found: list[UnsupportedOp] = []
+    for op in reachable_ops(parsed, entry):
+        types = [v.type for v in op.results + op.operands if isinstance(v.type, TensorType)]
+        bad = sorted({t.element for t in types if t.dtype is None})
+        if op.name in TERMINATORS:
+            pass
+        elif op.attrs.get("_skipped"):
+            found.append(UnsupportedOp(op.name, op.line))
+        elif op.name not in RULES:
+            target = op.attrs.get("call_target_name")
+            found.append(UnsupportedOp(op.name, op.line, f"@{target}" if target else ""))
+        elif bad:
+            found.append(UnsupportedOp(op.name, op.line, f"with element type {', '.join(bad)}"))
+    return found
+
+
+def import_module(parsed: ParsedModule, name: str | None = None) -> Module:
+    entry = entry_function(parsed)
+    problems = unsupported_ops(parsed, entry)
+    if problems:
+        raise UnsupportedOpsError(problems, file=parsed.filename)
+    cx = Context(parsed, name or parsed.name or "main")
+    params = []
+    for i, value in enumerate(entry.args):
+        if not isinstance(value.type, TensorType) or value.type.dtype is None or None in value.type.dims:
+            raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} has unsupported type {value.type}",
+                                            file=parsed.filename, line=entry.line, col=entry.col)
+        params.append(cx.b.parameter(f"arg{i}", Shape(value.type.dtype, value.type.dims)))
+    outputs = cx.import_function(entry, params)
+    module = cx.b.finish(outputs, [f"out{i}" for i in range(len(outputs))])
+    _drop_unused_constants(module)
+    return module
+
+
+def _drop_unused_constants(module: Module) -> None:
+    """Scalars folded while importing (loop counters, reduction inits) that no op ended up reading."""
+    comp = module.entry
+    for inst in reversed(list(comp.instructions)):
+        if inst.opcode == "constant" and not inst.users and inst is not comp.root:
+            comp.remove(inst)
+    used = {inst.attrs["ref"] for inst in comp.instructions if inst.opcode == "constant" and "ref" in inst.attrs}
+    for key in [k for k in module.constants if k not in used]:
+        del module.constants[key]

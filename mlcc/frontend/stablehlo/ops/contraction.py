@@ -1,0 +1,75 @@
+"""dot_general, dot and convolution."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.ops.data import int_tuple
+from mlcc.frontend.stablehlo.syntax import Op, as_array
+from mlcc.hlo.ir import Instruction
+
+
+def _same_dtype(cx: Context, op: Op, lhs: Instruction, rhs: Instruction) -> tuple[Instruction, Instruction]:
+    """Operands of one dtype; mixed operands are converted to the result's dtype first."""
+    if lhs.shape.dtype == rhs.shape.dtype:
+        return lhs, rhs
+    dtype = cx.result_shape(op).dtype
+    return cx.b.convert(lhs, dtype), cx.b.convert(rhs, dtype)
+
+
+@stablehlo_op("stablehlo.dot_general")
+def import_dot_general(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    lhs, rhs = _same_dtype(cx, op, *args)
+    dn = op.attrs.get("dot_dimension_numbers")
+    if not isinstance(dn, dict):
+        raise cx.error(op, "missing dot_dimension_numbers")
+
+    def dims(key: str) -> tuple[int, ...]:
+        return tuple(int(d) for d in dn.get(key, ()))
+
+    # StableHLO and the IR both order the result as batch, lhs free, rhs free.
+    return cx.b.op("dot", [lhs, rhs], cx.result_shape(op),
+                   lhs_batch_dims=dims("lhs_batching_dimensions"),
+                   lhs_contracting_dims=dims("lhs_contracting_dimensions"),
+                   rhs_batch_dims=dims("rhs_batching_dimensions"),
+                   rhs_contracting_dims=dims("rhs_contracting_dimensions"))
+
+
+@stablehlo_op("stablehlo.dot")
+def import_dot(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    lhs, rhs = _same_dtype(cx, op, *args)
+    if not (1 <= lhs.shape.rank <= 2 and 1 <= rhs.shape.rank <= 2):
+        raise cx.error(op, "dot takes operands of rank 1 or 2")
+    return cx.b.op("dot", [lhs, rhs], cx.result_shape(op), lhs_batch_dims=(), rhs_batch_dims=(),
+                   lhs_contracting_dims=(lhs.shape.rank - 1,), rhs_contracting_dims=(0,))
+
+
+@stablehlo_op("stablehlo.convolution")
+def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    x, w = args
+    out = cx.result_shape(op)
+    labels = op.attrs.get("dimension_numbers")
+    if not isinstance(labels, dict):
+        raise cx.error(op, "missing dimension_numbers")
+    spatial = x.shape.rank - 2
+    ones = (1,) * spatial
+    if int(op.attrs.get("batch_group_count", 1)) != 1:
+        raise cx.unsupported(op, "batch_group_count other than 1 is not supported")
+    lhs_dilation = int_tuple(cx, op, "lhs_dilation", ones)
+    if any(d != 1 for d in lhs_dilation):
+        raise cx.unsupported(op, f"lhs_dilation {list(lhs_dilation)} (a transposed convolution) is not supported")
+    padding = np.asarray(as_array(op.attrs["padding"]), dtype=np.int64).reshape(spatial, 2) \
+        if "padding" in op.attrs else np.zeros((spatial, 2), np.int64)
+    reversal = [bool(r) for r in op.attrs.get("window_reversal", [False] * spatial)]
+    if any(reversal):  # a reversed window is the convolution with the kernel flipped
+        w = cx.b.op("reverse", [w], dimensions=tuple(labels["rhs"].index(str(k))
+                                                     for k in range(spatial) if reversal[k]))
+    if x.shape.dtype != out.dtype or w.shape.dtype != out.dtype:
+        x, w = cx.b.convert(x, out.dtype), cx.b.convert(w, out.dtype)
+    return cx.b.op("convolution", [x, w], window_strides=int_tuple(cx, op, "window_strides", ones),
+                   padding_low=tuple(int(p) for p in padding[:, 0]),
+                   padding_high=tuple(int(p) for p in padding[:, 1]),
+                   rhs_dilation=int_tuple(cx, op, "rhs_dilation", ones),
+                   feature_group_count=int(op.attrs.get("feature_group_count", 1)),
+                   dim_labels=f"{labels['lhs']}_{labels['rhs']}->{labels['out']}")

@@ -1,0 +1,119 @@
+"""Elementwise ops, constants, iota, compare, select, clamp and conversions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.syntax import Op
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+
+UNARY = {
+    "stablehlo.abs": "abs", "stablehlo.negate": "negate", "stablehlo.exponential": "exp",
+    "stablehlo.exponential_minus_one": "expm1", "stablehlo.log": "log", "stablehlo.log_plus_one": "log-plus-one",
+    "stablehlo.sqrt": "sqrt", "stablehlo.rsqrt": "rsqrt", "stablehlo.cbrt": "cbrt", "stablehlo.tanh": "tanh",
+    "stablehlo.logistic": "logistic", "stablehlo.sine": "sin", "stablehlo.cosine": "cos", "stablehlo.tan": "tan",
+    "stablehlo.floor": "floor", "stablehlo.ceil": "ceil", "stablehlo.round_nearest_even": "round-nearest-even",
+    "stablehlo.round_nearest_afz": "round-nearest-afz", "stablehlo.sign": "sign", "stablehlo.not": "not",
+    "stablehlo.is_finite": "is-finite", "stablehlo.popcnt": "popcnt",
+    "chlo.erf": "erf", "chlo.tan": "tan", "chlo.asin": "asin", "chlo.acos": "acos", "chlo.atan": "atan",
+    "chlo.sinh": "sinh", "chlo.cosh": "cosh", "chlo.asinh": "asinh", "chlo.acosh": "acosh",
+    "chlo.atanh": "atanh", "chlo.is_inf": "is-inf",
+}
+
+BINARY = {
+    "stablehlo.add": "add", "stablehlo.subtract": "subtract", "stablehlo.multiply": "multiply",
+    "stablehlo.divide": "divide",
+    "stablehlo.remainder": "fmod",  # StableHLO's remainder takes the dividend's sign: C fmod
+    "stablehlo.power": "power", "stablehlo.maximum": "maximum", "stablehlo.minimum": "minimum",
+    "stablehlo.atan2": "atan2", "stablehlo.and": "and", "stablehlo.or": "or", "stablehlo.xor": "xor",
+    "stablehlo.shift_left": "shift-left", "stablehlo.shift_right_arithmetic": "shift-right-arithmetic",
+    "stablehlo.shift_right_logical": "shift-right-logical",
+}
+
+
+@stablehlo_op(*UNARY)
+def import_unary(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.op(UNARY[op.name], args)
+
+
+@stablehlo_op(*BINARY)
+def import_binary(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.op(BINARY[op.name], args)
+
+
+@stablehlo_op("chlo.square")
+def import_square(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.op("multiply", [args[0], args[0]])
+
+
+@stablehlo_op("chlo.erfc")
+def import_erfc(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """1 - erf(x): exact gelu lowers to it. Loses relative precision where erfc(x) is tiny (x > ~3)."""
+    (x,) = args
+    one = cx.b.splat(1, x.shape.dtype, x.shape.dims)
+    return cx.b.op("subtract", [one, cx.b.op("erf", [x])])
+
+
+@stablehlo_op("chlo.is_pos_inf", "chlo.is_neg_inf")
+def import_is_signed_inf(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    (x,) = args
+    inf = np.inf if op.name == "chlo.is_pos_inf" else -np.inf
+    bound = cx.b.splat(inf, x.shape.dtype, x.shape.dims)
+    return cx.b.op("compare", [x, bound], direction="EQ")
+
+
+@stablehlo_op("stablehlo.compare")
+def import_compare(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    direction = op.attrs.get("comparison_direction")
+    if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+        raise cx.error(op, f"unknown comparison direction {direction!r}")
+    return cx.b.op("compare", args, direction=direction)
+
+
+@stablehlo_op("stablehlo.select")
+def import_select(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    pred, on_true, on_false = args
+    if pred.shape.rank == 0 and on_true.shape.rank:
+        pred = cx.b.broadcast_to(pred, on_true.shape.dims)
+    return cx.b.op("select", [pred, on_true, on_false])
+
+
+@stablehlo_op("stablehlo.clamp")
+def import_clamp(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.op("clamp", args)
+
+
+@stablehlo_op("stablehlo.convert")
+def import_convert(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.convert(args[0], cx.result_shape(op).dtype)
+
+
+@stablehlo_op("stablehlo.bitcast_convert")
+def import_bitcast_convert(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    (x,) = args
+    out = cx.result_shape(op)
+    if DTYPE_BYTES[x.shape.dtype] != DTYPE_BYTES[out.dtype] or tuple(x.shape.dims) != out.dims:
+        raise cx.unsupported(op, f"bitcast between element types of different widths ({x.shape.dtype} -> "
+                                 f"{out.dtype}) is not supported")
+    if x.shape.dtype == out.dtype:
+        return x
+    return cx.b.op("bitcast-convert", [x], out)
+
+
+@stablehlo_op("stablehlo.constant")
+def import_constant(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    value = op.attrs.get("value")
+    if not hasattr(value, "array"):
+        raise cx.error(op, "constant needs a dense value")
+    return cx.constant(value.array)
+
+
+@stablehlo_op("stablehlo.iota")
+def import_iota(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return cx.b.op("iota", [], cx.result_shape(op), iota_dimension=int(op.attrs["iota_dimension"]))
+
+
+@stablehlo_op("stablehlo.optimization_barrier")
+def import_optimization_barrier(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    return args

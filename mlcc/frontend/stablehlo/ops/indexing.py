@@ -1,0 +1,241 @@
+"""gather and scatter, in the forms JAX emits for indexing, take and .at[].set/add.
+
+StableHLO's gather is general; the IR has numpy-style gather (one axis), ONNX-style
+gather-nd and dynamic-slice. A gather whose indexed dims take slices of size 1
+and whose other dims are taken whole becomes gather / gather-nd plus transposes;
+one with a single index vector and arbitrary slice sizes becomes dynamic-slice.
+StableHLO clamps gather start indices into range, so the importer clamps too
+(the IR's gathers reject out-of-range indices). Batching dims (vmapped gathers,
+take_along_axis) become indexed dims whose index is the batch coordinate. Scatter becomes scatter-nd; its
+out-of-range updates, which StableHLO skips, are sent to a padding row that is
+cut off afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.ops.data import int_tuple
+from mlcc.frontend.stablehlo.syntax import Block, Op
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, Shape
+
+SCATTER_KINDS = {"stablehlo.add": "add", "stablehlo.multiply": "mul", "stablehlo.maximum": "max",
+                 "stablehlo.minimum": "min"}
+
+
+def _numbers(cx: Context, op: Op, key: str) -> dict[str, Any]:
+    dn = op.attrs.get(key)
+    if not isinstance(dn, dict):
+        raise cx.error(op, f"missing {key}")
+    return dn
+
+
+def _index_vector_last(cx: Context, indices: Instruction, ivd: int) -> Instruction:
+    """Indices with the index vector as their last dim (added when index_vector_dim == rank)."""
+    rank = indices.shape.rank
+    if ivd == rank:
+        return cx.b.reshape(indices, tuple(indices.shape.dims) + (1,))
+    if ivd == rank - 1:
+        return indices
+    perm = [d for d in range(rank) if d != ivd] + [ivd]
+    return cx.b.transpose(indices, perm)
+
+
+def _moved(dim: int, ivd: int, rank: int) -> int:
+    """Where indices dim ``dim`` lands once the index vector dim has been moved last."""
+    return dim - 1 if ivd < rank and dim > ivd else dim
+
+
+def _add_coordinates(cx: Context, indices: Instruction, positions: list[int]) -> Instruction:
+    """Extend every index vector with its own coordinate along each of the given indices dims."""
+    dims = tuple(indices.shape.dims)
+    column = Shape(indices.shape.dtype, dims[:-1] + (1,))
+    pieces = [indices] + [cx.b.op("iota", [], column, iota_dimension=p) for p in positions]
+    return cx.b.op("concatenate", pieces, dimension=len(dims) - 1)
+
+
+def _limits(cx: Context, indices: Instruction, highs: list[int]) -> Instruction:
+    """A constant the shape of indices holding highs[j] along the last dim."""
+    dtype = numpy_dtype(indices.shape.dtype)
+    vector = cx.constant(np.minimum(np.array(highs, dtype=np.int64), np.iinfo(dtype).max).astype(dtype))
+    return cx.b.op("broadcast", [vector], indices.shape, dimensions=(indices.shape.rank - 1,))
+
+
+def _in_range(cx: Context, indices: Instruction, sizes: list[int]) -> bool:
+    value = cx.value_of(indices)
+    return value is not None and bool(np.all((value >= 0) & (value < np.array(sizes))))
+
+
+# ---------------------------------------------------------------- gather
+@stablehlo_op("stablehlo.gather")
+def import_gather(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    data, indices = args
+    dn = _numbers(cx, op, "dimension_numbers")
+    offset_dims = [int(d) for d in dn.get("offset_dims", [])]
+    collapsed = [int(d) for d in dn.get("collapsed_slice_dims", [])]
+    start_map = [int(d) for d in dn.get("start_index_map", [])]
+    sizes = int_tuple(cx, op, "slice_sizes")
+    ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    rank = indices.shape.rank
+    indices = _index_vector_last(cx, indices, ivd)
+    batching = [int(d) for d in dn.get("operand_batching_dims", [])]
+    if batching:  # each batching dim becomes one more indexed dim, indexed by its own coordinate
+        positions = [_moved(int(d), ivd, rank) for d in dn.get("start_indices_batching_dims", [])]
+        indices = _add_coordinates(cx, indices, positions)
+        start_map, collapsed = start_map + batching, collapsed + batching
+    dims = list(data.shape.dims)
+    if indices.shape.dims[-1] != len(start_map):
+        raise cx.error(op, f"index vectors have {indices.shape.dims[-1]} entries for {len(start_map)} "
+                           "start_index_map dims")
+    whole = [d for d in range(data.shape.rank) if d not in start_map]
+    if (all(sizes[d] == dims[d] for d in whole) and all(sizes[d] == 1 for d in start_map)
+            and set(collapsed) <= set(start_map)):
+        return _gather_rows(cx, op, data, indices, start_map, collapsed, offset_dims)
+    batch = indices.shape.dims[:-1]
+    if all(b == 1 for b in batch):
+        return _gather_slice(cx, op, data, indices, start_map, sizes)
+    raise cx.unsupported(op, f"gather with offset_dims={offset_dims}, collapsed_slice_dims={collapsed}, "
+                             f"start_index_map={start_map}, slice_sizes={list(sizes)} maps to no IR op "
+                             "(supported: whole-row lookups and a single dynamic slice)")
+
+
+def _gather_rows(cx: Context, op: Op, data: Instruction, indices: Instruction, start_map: list[int],
+                 collapsed: list[int], offset_dims: list[int]) -> Instruction:
+    """Rows picked by index vectors: IR gather (one indexed dim) or gather-nd (several)."""
+    dims = list(data.shape.dims)
+    highs = [dims[d] - 1 for d in start_map]
+    if not _in_range(cx, indices, [h + 1 for h in highs]):
+        zero = cx.scalar(0, indices.shape.dtype)
+        high = _limits(cx, indices, highs) if len(highs) > 1 else \
+            cx.scalar(min(highs[0], np.iinfo(numpy_dtype(indices.shape.dtype)).max), indices.shape.dtype)
+        indices = cx.b.op("clamp", [zero, indices, high])
+    batch = list(indices.shape.dims[:-1])
+    whole = [d for d in range(data.shape.rank) if d not in start_map]
+    if len(start_map) == 1:
+        (axis,) = start_map
+        index = cx.b.reshape(indices, batch)
+        if index.shape.dtype not in ("s32", "s64"):  # the IR's gather takes s32/s64 (already in range)
+            index = cx.b.convert(index, "s64")
+        rows = cx.b.op("gather", [data, index], axis=axis)
+        labels = [("o", d) for d in range(axis)] + [("b", j) for j in range(len(batch))] + \
+                 [("o", d) for d in range(axis + 1, data.shape.rank)]
+    else:
+        moved = cx.b.transpose(data, start_map + whole)
+        rows = cx.b.op("gather-nd", [moved, indices], batch_dims=0)
+        labels = [("b", j) for j in range(len(batch))] + [("o", d) for d in whole]
+    kept = [d for d in range(data.shape.rank) if d not in collapsed]
+    out = cx.result_shape(op)
+    wanted, next_batch = [], 0
+    for p in range(out.rank):
+        if p in offset_dims:
+            wanted.append(("o", kept[offset_dims.index(p)]))
+        else:
+            wanted.append(("b", next_batch))
+            next_batch += 1
+    present = [w for w in wanted if w in labels]  # indexed dims kept as size-1 offsets come back by reshape
+    rows = cx.b.transpose(rows, [labels.index(w) for w in present])
+    return cx.b.reshape(rows, out.dims)
+
+
+def _gather_slice(cx: Context, op: Op, data: Instruction, indices: Instruction, start_map: list[int],
+                  sizes: tuple[int, ...]) -> Instruction:
+    """One index vector: a dynamic slice (which clamps its starts as gather does)."""
+    k = len(start_map)
+    vector = cx.b.reshape(indices, (k,))
+    starts = []
+    for d in range(data.shape.rank):
+        if d in start_map:
+            j = start_map.index(d)
+            piece = cx.b.op("slice", [vector], start_indices=(j,), limit_indices=(j + 1,), strides=(1,))
+            starts.append(cx.b.reshape(piece, ()))
+        else:
+            starts.append(cx.scalar(0, indices.shape.dtype))
+    window = cx.b.op("dynamic-slice", [data] + starts, slice_sizes=tuple(sizes))
+    return cx.b.reshape(window, cx.result_shape(op).dims)
+
+
+# ---------------------------------------------------------------- scatter
+def _scatter_kind(block: Block) -> str | None:
+    """'none' when the body returns the update, else the combining op's kind."""
+    if len(block.args) != 2 or not block.ops or block.ops[-1].name != "stablehlo.return":
+        return None
+    if len(block.ops[-1].operands) != 1:
+        return None
+    result = block.ops[-1].operands[0]
+    if result is block.args[1] and len(block.ops) == 1:
+        return "none"
+    if len(block.ops) != 2:
+        return None
+    combine = block.ops[0]
+    if combine.results[0] is not result or {id(v) for v in combine.operands} != {id(a) for a in block.args}:
+        return None
+    return SCATTER_KINDS.get(combine.name)
+
+
+@stablehlo_op("stablehlo.scatter")
+def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    if len(args) != 3:
+        raise cx.unsupported(op, "scatter of several operands at once is not supported")
+    data, indices, updates = args
+    kind = _scatter_kind(op.regions[0][0]) if op.regions else None
+    if kind is None:
+        raise cx.unsupported(op, "scatter body must return the update or combine with add, multiply, "
+                                 "maximum or minimum")
+    dn = _numbers(cx, op, "scatter_dimension_numbers")
+    window_dims = [int(d) for d in dn.get("update_window_dims", [])]
+    inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
+    to_operand = [int(d) for d in dn.get("scatter_dims_to_operand_dims", [])]
+    ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    rank = indices.shape.rank
+    indices = _index_vector_last(cx, indices, ivd)
+    batching = [int(d) for d in dn.get("input_batching_dims", [])]
+    if batching:
+        positions = [_moved(int(d), ivd, rank) for d in dn.get("scatter_indices_batching_dims", [])]
+        indices = _add_coordinates(cx, indices, positions)
+        to_operand, inserted = to_operand + batching, inserted + batching
+    dims = list(data.shape.dims)
+    whole = [d for d in range(data.shape.rank) if d not in to_operand]
+    scatter_dims = [d for d in range(updates.shape.rank) if d not in window_dims]
+    if (sorted(inserted) != sorted(to_operand) or len(window_dims) != len(whole)
+            or [updates.shape.dims[u] for u in window_dims] != [dims[d] for d in whole]
+            or [updates.shape.dims[u] for u in scatter_dims] != list(indices.shape.dims[:-1])):
+        raise cx.unsupported(op, f"scatter with update_window_dims={window_dims}, inserted_window_dims={inserted}, "
+                                 f"scatter_dims_to_operand_dims={to_operand} maps to no IR op (supported: "
+                                 "whole-row updates)")
+    moved = cx.b.transpose(data, to_operand + whole)
+    rows = cx.b.transpose(updates, scatter_dims + window_dims)
+    sizes = [dims[d] for d in to_operand]
+    if _in_range(cx, indices, sizes):
+        result = cx.b.op("scatter-nd", [moved, indices, rows], reduction=kind)
+    else:
+        result = _scatter_dropping_out_of_range(cx, moved, indices, rows, sizes, kind)
+    inverse = [0] * data.shape.rank
+    for i, d in enumerate(to_operand + whole):
+        inverse[d] = i
+    return cx.b.transpose(result, inverse)
+
+
+def _scatter_dropping_out_of_range(cx: Context, data: Instruction, indices: Instruction, rows: Instruction,
+                                   sizes: list[int], kind: str) -> Instruction:
+    """scatter-nd where an index vector out of range updates nothing: it is sent to an extra row, then cut."""
+    k, rank = len(sizes), data.shape.rank
+    pad_high = tuple([1] * k + [0] * (rank - k))
+    zero = cx.scalar(0, data.shape.dtype)
+    padded = cx.b.op("pad", [data, zero], edge_padding_low=(0,) * rank, edge_padding_high=pad_high,
+                     interior_padding=(0,) * rank)
+    dtype = indices.shape.dtype
+    low_ok = cx.b.op("compare", [indices, cx.b.broadcast_to(cx.scalar(0, dtype), indices.shape.dims)],
+                     direction="GE")
+    limit = _limits(cx, indices, sizes)
+    high_ok = cx.b.op("compare", [indices, limit], direction="LT")
+    ok = cx.b.op("reduce", [cx.b.op("and", [low_ok, high_ok])], dimensions=(indices.shape.rank - 1,), kind="and")
+    ok = cx.b.op("broadcast", [ok], indices.shape.with_dtype("pred"),
+                 dimensions=tuple(range(indices.shape.rank - 1)))
+    redirected = cx.b.op("select", [ok, indices, limit])
+    result = cx.b.op("scatter-nd", [padded, redirected, rows], reduction=kind)
+    return cx.b.op("slice", [result], start_indices=(0,) * rank, limit_indices=tuple(data.shape.dims),
+                   strides=(1,) * rank)

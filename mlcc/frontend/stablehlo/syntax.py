@@ -1,0 +1,142 @@
+"""What the parser produces: ops with operands, attributes and regions, and their types.
+
+Operations keep MLIR's generic shape whichever form they were written in: a
+pretty ``stablehlo.broadcast_in_dim %x, dims = [1]`` and a generic
+``"stablehlo.broadcast_in_dim"(%x) <{broadcast_dimensions = array<i64: 1>}>``
+give the same Op, with the generic attribute names. Values are objects, so the
+importer maps them to IR instructions without caring about SSA names or scopes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# MLIR element type -> IR dtype
+ELEMENT_TYPES = {
+    "i1": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64",
+    "si8": "s8", "si16": "s16", "si32": "s32", "si64": "s64",
+    "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
+    "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
+}
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """``tensor<2x3xf32>``: element is the MLIR spelling; dims are ints (None for ``?``)."""
+
+    element: str
+    dims: tuple[int | None, ...]
+
+    @property
+    def dtype(self) -> str | None:
+        """The IR dtype, or None for an element type the IR lacks (complex, f8, i4...)."""
+        return ELEMENT_TYPES.get(self.element)
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def __str__(self) -> str:
+        dims = "".join(("?" if d is None else str(d)) + "x" for d in self.dims)
+        return f"tensor<{dims}{self.element}>"
+
+
+@dataclass(frozen=True)
+class OtherType:
+    """Any type that is not a ranked tensor (``!stablehlo.token``, ``tuple<...>``, ``i32``)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class FunctionType:
+    inputs: tuple[Any, ...]
+    results: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return f"({', '.join(map(str, self.inputs))}) -> ({', '.join(map(str, self.results))})"
+
+
+@dataclass(frozen=True)
+class SymbolRef:
+    name: str
+
+
+@dataclass(frozen=True)
+class OpaqueAttr:
+    """An attribute kept as text: one no rule reads (``#sdy.sharding<...>``, an alias)."""
+
+    text: str
+
+
+@dataclass
+class DenseAttr:
+    """``dense<...> : tensor<...>``, decoded to a numpy array of the tensor's shape."""
+
+    type: TensorType
+    array: np.ndarray
+
+
+@dataclass(eq=False)
+class Value:
+    name: str
+    type: Any  # TensorType, OtherType, or None when the defining op's syntax was skipped
+
+    def __repr__(self) -> str:
+        return f"<{self.name}: {self.type}>"
+
+
+@dataclass(eq=False)
+class Block:
+    args: list[Value] = field(default_factory=list)
+    ops: list["Op"] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    operands: list[Value]
+    results: list[Value]
+    attrs: dict[str, Any]
+    regions: list[list[Block]]
+    line: int
+    col: int
+    location: str | None = None   # the name in ``loc("...")``, when the file has debug info
+
+    def walk(self):
+        yield self
+        for region in self.regions:
+            for block in region:
+                for op in block.ops:
+                    yield from op.walk()
+
+
+@dataclass(eq=False)
+class Function:
+    name: str
+    args: list[Value]
+    result_types: list[Any]
+    body: Block
+    visibility: str
+    line: int
+    col: int
+
+
+@dataclass(eq=False)
+class ParsedModule:
+    name: str | None
+    functions: dict[str, Function]
+    filename: str
+
+
+def as_array(value: Any) -> np.ndarray:
+    """An attribute that holds numbers (``array<...>``, ``[..]``, ``dense<...>``) as a numpy array."""
+    if isinstance(value, DenseAttr):
+        return value.array
+    return np.asarray(value)
