@@ -238,16 +238,31 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
 
 @main.command("inspect")
 @click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--device-model", default=None, help="Device model for roofline times: H100, H200, A100 (default: the bundle's).")
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON.")
-def inspect_cmd(bundle: Path, as_json: bool) -> None:
-    """Summarize a bundle: kernels, schedule, memory plan, buffers by class."""
+def inspect_cmd(bundle: Path, device_model: str | None, as_json: bool) -> None:
+    """Summarize a bundle: kernels (fusion kind, source ops, FLOPs, bytes, roofline), layout conversions,
+    memory plan, memory intent by tensor class."""
     from mlcc.inspect import render_text, summarize
     with _diagnostics(as_json):
-        summary = summarize(bundle)
+        summary = summarize(bundle, device_model)
         if as_json:
             click.echo(json.dumps(summary, sort_keys=True, indent=1))
         else:
             render_text(summary)
+
+
+@main.command("report")
+@click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
+@click.option("-o", "--output", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="HTML file to write (one self-contained file).")
+@click.option("--device-model", default=None, help="Device model for the roofline: H100, H200, A100 (default: the bundle's).")
+def report_cmd(bundle: Path, out_path: Path, device_model: str | None) -> None:
+    """Write an HTML report of BUNDLE: source graph with fusion groups, kernels, memory timeline, roofline."""
+    from mlcc.report import write_report
+    with _diagnostics(False):
+        write_report(bundle, out_path, device_model=device_model)
+        click.echo(f"{bundle} -> {out_path}")
 
 
 @main.command("simulate")

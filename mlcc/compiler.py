@@ -141,6 +141,34 @@ def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> 
 Progress = Callable[[str, int, int], None]
 
 
+def compile_pipeline():
+    """Optimization (simplify, recognize) then the backend's passes: layouts, views, fusion."""
+    from mlcc.emit.lower_module import fusion_kinds
+    from mlcc.hlo.passes.dce import DeadCodeElimination
+    from mlcc.hlo.passes.fusion import Fusion
+    from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
+    from mlcc.hlo.passes.pass_manager import Pipeline
+    from mlcc.hlo.passes.pipelines import default_pipeline
+    from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
+    return Pipeline("compile", [*default_pipeline().passes, LayoutAssignment(), TransposeToBitcast(),
+                                ReshapeToBitcast(), DeadCodeElimination(), Fusion(fusion_kinds()),
+                                DeadCodeElimination()])
+
+
+def pipeline_pass_names(pipeline) -> list[str]:
+    from mlcc.hlo.passes.pass_manager import FixedPoint
+    names: list[str] = []
+
+    def walk(passes) -> None:
+        for p in passes:
+            if isinstance(p, FixedPoint):
+                walk(p.passes)
+            elif p.name not in names:
+                names.append(p.name)
+    walk(pipeline.passes)
+    return names
+
+
 def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = None, **kwargs: Any) -> CompileResult:
     """Compile model (a path to .onnx / .mlir, or an onnx.ModelProto) into a bundle at out_dir."""
     options = kwargs.pop("options", None) or CompileOptions()
@@ -167,7 +195,6 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     from mlcc.emit.lower_module import lower_module
     from mlcc.hlo.buffer_assignment import assign_buffers
     from mlcc.hlo.passes.pass_manager import PipelineOptions
-    from mlcc.hlo.passes.pipelines import default_pipeline, pass_names
 
     report = progress or (lambda stage, done, total: None)
     try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
@@ -178,9 +205,11 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         device = device_model(options.device_model)
     except ValueError as e:
         raise UnsupportedError(str(e)) from None
-    unknown = sorted(set(options.disable_passes) - set(pass_names()))
+    pipeline = compile_pipeline()
+    names = pipeline_pass_names(pipeline)
+    unknown = sorted(set(options.disable_passes) - set(names))
     if unknown:
-        raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(pass_names())})")
+        raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(names)})")
 
     report("import", 0, 1)
     module, model_info, deps = import_model(model, options)
@@ -195,7 +224,6 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
-    pipeline = default_pipeline()
     report("passes", 0, 1)
     pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
                                          disabled=frozenset(options.disable_passes)))

@@ -98,7 +98,9 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
         schedule.append({"step": step, "kernel": kname, "instruction": inst.name, "args": args,
                          "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
-                         "ops": list(inst.origin)})
+                         "ops": list(inst.origin), "flops": k.flops,
+                         "bytes_read": sum(plan.buffer_of(o).bytes for o in inst.operands),
+                         "bytes_written": plan.buffer_of(inst).bytes})
 
     weights = write_weights(out / "weights.bin", module, plan)
     entry = module.entry

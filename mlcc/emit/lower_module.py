@@ -19,7 +19,7 @@ from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.names import sanitize_identifier
 
-_LOWERING_MODULES = ("loop", "reduction", "contraction", "normalization", "attention")
+_LOWERING_MODULES = ("loop", "reduction", "pooling", "contraction", "normalization", "attention")
 PLACEHOLDER = "mlcc_kernel"
 
 
@@ -31,6 +31,12 @@ def _load_lowerings() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"mlcc.emit.{name}":
                 raise
+
+
+def fusion_kinds() -> frozenset[str]:
+    """The fusion kinds some template can lower."""
+    _load_lowerings()
+    return frozenset(k.split(":", 1)[1] for k in _kernel.LOWERINGS if k.startswith("fusion:"))
 
 
 def _content_key(k: Kernel) -> str:

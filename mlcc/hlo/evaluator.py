@@ -462,7 +462,7 @@ def _bitcast_convert(inst: Instruction, ops: list) -> np.ndarray:
     if x.dtype.itemsize != dtype.itemsize:
         _fail(inst, f"{x.dtype} and {dtype} differ in width")
     raw = np.ascontiguousarray(x).view(np.dtype(f"u{dtype.itemsize}"))
-    return raw != 0 if dtype.kind == "b" else raw.view(dtype)
+    return (raw != 0 if dtype.kind == "b" else raw.view(dtype)).reshape(x.shape)
 
 
 @rule("gelu")

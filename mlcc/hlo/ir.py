@@ -245,6 +245,7 @@ class Module:
     constants: dict[str, Any] = field(default_factory=dict)
     is_scheduled: bool = False
     buffer_plan: Any = None  # mlcc.hlo.buffer_assignment.BufferPlan once assigned
+    stats: dict[str, Any] = field(default_factory=dict)  # facts passes record for the manifest (e.g. "unfused")
 
     @property
     def entry(self) -> Computation:

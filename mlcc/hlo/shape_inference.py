@@ -200,7 +200,12 @@ def _slice(opcode, ops, attrs, given):
         raise ShapeError(f"slice: attributes must have rank {x.rank} entries")
     out = []
     for d, s, l, st in zip(x.dims, starts, limits, strides):
-        if st <= 0 or s < 0 or l < s or (isinstance(d, int) and l > d):
+        if not isinstance(d, int) or not isinstance(l, int):
+            if s == 0 and l == d and st == 1:  # a symbolic dim taken whole
+                out.append(d)
+                continue
+            raise ShapeError(f"slice: [{s}:{l}:{st}] of symbolic dim {d}")
+        if st <= 0 or s < 0 or l < s or l > d:
             raise ShapeError(f"slice: [{s}:{l}:{st}] out of range for dim {d}")
         out.append((l - s + st - 1) // st)
     return Shape(x.dtype, tuple(out))
@@ -246,6 +251,11 @@ def _pad(opcode, ops, attrs, given):
     lo, hi, inter = attrs["edge_padding_low"], attrs["edge_padding_high"], attrs["interior_padding"]
     out = []
     for d, l, h, i in zip(x.dims, lo, hi, inter):
+        if not isinstance(d, int):
+            if l == h == i == 0:
+                out.append(d)
+                continue
+            raise ShapeError(f"pad: padding symbolic dim {d}")
         n = d + l + h + max(d - 1, 0) * i
         if n < 0:
             raise ShapeError("pad: negative result dim")
@@ -314,6 +324,11 @@ def _reduce_window(opcode, ops, attrs, given):
         raise ShapeError(f"reduce-window: attributes must have {x.rank} entries")
     out = []
     for d, wi, si, l, h, di in zip(x.dims, w, s, lo, hi, dil):
+        if not isinstance(d, int):
+            if wi == si == 1 and l == h == 0:
+                out.append(d)
+                continue
+            raise ShapeError(f"reduce-window: windowing symbolic dim {d}")
         n = window_output_dim(d, wi, si, l, h, di)
         if n <= 0 and d > 0:
             raise ShapeError("reduce-window: window larger than padded input")

@@ -50,5 +50,6 @@ def load_source(source: Path, name: str) -> Callable:
 
     def run(grid: tuple, args: list, kernel: dict) -> None:
         cfg = kernel["gpu"]
-        jit_fn[grid](*args, **cfg["constexprs"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        jit_fn[grid](*args, **cfg["constexprs"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                     enable_fp_fusion=True)
     return run

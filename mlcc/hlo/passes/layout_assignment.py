@@ -14,6 +14,7 @@ from __future__ import annotations
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape, default_layout
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
 from mlcc.hlo.shape_inference import conv_dim_labels
 
 Layout = tuple[int, ...]
@@ -50,8 +51,10 @@ def _reduced_layout(layout: Layout, removed: set[int]) -> Layout:
     return tuple(renumber[d] for d in kept)
 
 
-def _required_operand_layouts(inst: Instruction) -> dict[int, Layout]:
+def _required_operand_layouts(inst: Instruction, pinned: set[int] = frozenset()) -> dict[int, Layout]:
     """Operand layouts an op cannot do without (a copy is inserted otherwise)."""
+    if id(inst) in pinned:  # a bitcast whose bytes must stay as they are
+        return {0: inst.operands[0].shape.layout}
     if inst.opcode == "convolution":
         lhs, rhs, _ = conv_dim_labels(inst.attrs["dim_labels"])
         return {0: channels_last(lhs), 1: filter_layout(rhs)}
@@ -67,6 +70,16 @@ class LayoutAssignment(Pass):
     def run(self, module: Module) -> bool:
         comp = module.entry
         before = {inst.name: getattr(inst.shape, "layout", None) for inst in comp.instructions}
+        # A bitcast's meaning depends on its layouts. Row-major ones are logical reshapes: make them
+        # reshapes again (reshape-to-bitcast restores what stays row-major); pin any other's layouts.
+        pinned: set[int] = set()
+        for inst in comp.instructions:
+            if inst.opcode == "bitcast":
+                if preserves_byte_order(inst.operands[0].shape, inst.shape) and inst.shape.is_row_major():
+                    inst.opcode = "reshape"
+                else:
+                    pinned.add(id(inst))
+        self._pinned = pinned
         wishes = self._wishes(comp)
         self._assign(comp, wishes)
         self._legalize(comp)
@@ -100,7 +113,7 @@ class LayoutAssignment(Pass):
             ballot = votes.get(id(inst))
             if ballot:
                 wish[id(inst)] = max(sorted(ballot.items()), key=lambda kv: kv[1])[0]
-            for i, layout in _required_operand_layouts(inst).items():
+            for i, layout in _required_operand_layouts(inst, self._pinned).items():
                 vote(inst.operands[i], layout, size(inst.operands[i]))
             mine = wish.get(id(inst))
             if inst.opcode in ("reshape", "bitcast"):
@@ -128,6 +141,8 @@ class LayoutAssignment(Pass):
     def _choose(self, inst: Instruction, wished: Layout | None) -> Layout:
         rank = inst.shape.rank
         op = inst.opcode
+        if id(inst) in self._pinned:
+            return inst.shape.layout
         if op == "parameter":
             return default_layout(rank) if self.io_layout == "row-major" else (wished or default_layout(rank))
         if op == "constant":
@@ -153,7 +168,7 @@ class LayoutAssignment(Pass):
     # ---- conversions where requirements still conflict
     def _legalize(self, comp: Computation) -> None:
         for inst in list(comp.instructions):
-            for i, want in _required_operand_layouts(inst).items():
+            for i, want in _required_operand_layouts(inst, self._pinned).items():
                 op = inst.operands[i]
                 if op.shape.layout == want:
                     continue

@@ -6,7 +6,7 @@ from mlcc.hlo.ir import Module, Shape
 from mlcc.hlo.passes.pass_manager import Pass
 
 
-def _physical_order_preserved(src: Shape, dst: Shape) -> bool:
+def preserves_byte_order(src: Shape, dst: Shape) -> bool:
     """True when reading src's bytes in dst's layout gives dst's logical row-major reshape."""
     def squeeze(s: Shape) -> tuple[int, ...]:
         return tuple(d for d in s.layout if s.dims[d] != 1)
@@ -22,7 +22,7 @@ class ReshapeToBitcast(Pass):
     def run(self, module: Module) -> bool:
         changed = False
         for inst in module.entry.instructions:
-            if inst.opcode == "reshape" and _physical_order_preserved(inst.operands[0].shape, inst.shape):
+            if inst.opcode == "reshape" and preserves_byte_order(inst.operands[0].shape, inst.shape):
                 inst.opcode = "bitcast"
                 changed = True
         return changed

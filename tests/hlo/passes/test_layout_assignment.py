@@ -110,3 +110,30 @@ def test_transposes_become_bitcasts_and_values_are_unchanged():
     # exp's result is laid out so that the transpose back and the reshape are views of it.
     assert next(i for i in module.entry.instructions if i.name == "s").shape.layout == (3, 1, 2, 0)
     np.testing.assert_allclose(evaluate(module, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_layout_assignment_keeps_the_meaning_of_existing_bitcasts():
+    # %v views %e's bytes row-major; when %e becomes NHWC for the convolution, %v must still read
+    # the same logical values (it becomes a reshape kernel or reads through a copy).
+    text = f"""
+      HloModule m, output_names={{c,v}}
+
+      ENTRY %main {{
+        %x = f32[1,4,8,8]{{3,2,1,0}} parameter(0), name=x
+        %w = f32[4,4,3,3]{{3,2,1,0}} constant(), ref=w
+        %e = f32[1,4,8,8]{{3,2,1,0}} exp(%x)
+        %v = f32[4,64]{{1,0}} bitcast(%e)
+        %c = f32[1,4,8,8]{{3,2,1,0}} convolution(%e, %w), {CONV}
+        ROOT %t = (f32[1,4,8,8]{{3,2,1,0}}, f32[4,64]{{1,0}}) tuple(%c, %v)
+      }}"""
+    module = parse_module(text)
+    rng = np.random.default_rng(1)
+    module.constants["w"] = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    want = evaluate(module, {"x": x})
+    for p in (LayoutAssignment(), TransposeToBitcast(), ReshapeToBitcast(), DeadCodeElimination()):
+        p.run(module)
+        verify_module(module)
+    got = evaluate(module, {"x": x})
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, err_msg=k)

@@ -1,0 +1,174 @@
+"""Kernels for dot (general dot_general) and convolution (implicit GEMM): templates matmul and conv.
+
+Both are one tiled matmul: a program computes a BLOCK_M x BLOCK_N tile of a
+[M, K] x [K, N] product, with M, N and K each a flat index over several dims
+that unravels into offsets through every operand's own strides. So a transposed
+operand, a non-default layout or a batch dim in the middle costs no copy.
+Grouped convolutions run one matmul per group (grid axis 1), except when a group
+has fewer than 16 output features (depthwise): then grouped_conv.py.jinja
+multiplies and sums without a matmul unit, many groups per program.
+Floats accumulate in f32 (f64 for f64) with tl.dot, exact fp32 ("ieee") for f32
+inputs; integers multiply and sum in 32 or 64 bits. Triton's interpreter stores
+bf16 as raw uint16 bits and its tl.dot multiplies those bits, so bf16 kernels
+take a DOT_F32 constexpr: 0 on GPUs, 1 in the interpreter config, where the
+operands are widened to f32 first (bf16 products are exact in f32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlcc.emit.coords import (MAX_GRID_Y, Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide,
+                              largest_pow2_at_most, merge_axes, numel, static_dims, strides)
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.errors import UnsupportedError
+from mlcc.hlo.ir import Instruction
+from mlcc.hlo.shape_inference import conv_dim_labels
+
+_DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take the multiply-and-sum path
+_HALF = ("f16", "bf16")
+GROUP_M = 8
+MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
+
+
+def uses_tl_dot(dtype: str) -> bool:
+    return dtype in _DOT_DTYPES
+
+
+def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool) -> LaunchConfig:
+    """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1)."""
+    if batch > MAX_GRID_Y:
+        raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
+    if uses_tl_dot(dtype):
+        if interpreter:   # few big programs: numpy matmuls are fast, each program costs ~ms of Python
+            bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, 16, 256)
+            bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
+        elif dtype in _HALF:
+            bm, bn, bk = clamp_pow2(m, 16, 128), clamp_pow2(n, 16, 128), clamp_pow2(k, 16, 64)
+        else:
+            bm, bn, bk = clamp_pow2(m, 16, 64), clamp_pow2(n, 16, 64), clamp_pow2(k, 16, 32)
+        warps = 8 if bm * bn >= 128 * 128 else 4
+        stages = 3
+    else:   # a [BLOCK_M, BLOCK_K, BLOCK_N] product lives in registers: keep it small
+        cap_mn, budget = (64, 1 << 18) if interpreter else (32, 8192)
+        bm, bn = clamp_pow2(m, 1, cap_mn), clamp_pow2(n, 1, cap_mn)
+        bk = clamp_pow2(k, 1, largest_pow2_at_most(max(1, budget // (bm * bn))))
+        warps, stages = 4, 2
+    tiles = cdiv(max(m, 1), bm) * cdiv(max(n, 1), bn)
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
+    if dtype == "bf16":
+        constexprs["DOT_F32"] = int(interpreter)
+    return LaunchConfig(constexprs, (tiles, max(batch, 1), 1), num_warps=warps, num_stages=stages)
+
+
+def _precision(dtype: str) -> dict:
+    acc = "f32" if dtype in _HALF else accumulator_dtype(dtype)
+    return {"use_dot": uses_tl_dot(dtype), "ieee": dtype in ("f32", "f64"), "bf16_dot": dtype == "bf16",
+            "acc_type": tl_type(acc)}
+
+
+@lowering("dot")
+def lower_dot(inst: Instruction, kernel_name: str) -> Kernel:
+    lhs, rhs, out = inst.operands[0].shape, inst.operands[1].shape, inst.shape
+    ld, rd = static_dims(lhs, inst), static_dims(rhs, inst)
+    lb, lc = list(inst.attrs["lhs_batch_dims"]), list(inst.attrs["lhs_contracting_dims"])
+    rb, rc = list(inst.attrs["rhs_batch_dims"]), list(inst.attrs["rhs_contracting_dims"])
+    lf = [d for d in range(lhs.rank) if d not in lb + lc]
+    rf = [d for d in range(rhs.rank) if d not in rb + rc]
+    ls, rs, os = strides(lhs), strides(rhs), strides(out)
+    nb, nlf = len(lb), len(lf)
+    batch_axes = merge_axes(Axis(ld[a], (ls[a], rs[b], os[i])) for i, (a, b) in enumerate(zip(lb, rb)))
+    m_axes = merge_axes(Axis(ld[d], (ls[d], os[nb + j])) for j, d in enumerate(lf))
+    n_axes = merge_axes(Axis(rd[d], (rs[d], os[nb + nlf + j])) for j, d in enumerate(rf))
+    k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)]))
+    m, n, k = numel([ld[d] for d in lf]), numel([rd[d] for d in rf]), numel([ld[d] for d in lc])
+    batch = numel([ld[d] for d in lb])
+
+    source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
+                    batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
+                    out_type=tl_type(out.dtype), wide=is_wide(lhs, rhs, out), **_precision(lhs.dtype))
+    pointers = [triton_pointer(lhs), triton_pointer(rhs), triton_pointer(out)]
+    return Kernel(kernel_name, "matmul.py.jinja", source, pointers,
+                  gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False),
+                  interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True),
+                  flops=2 * batch * m * n * k)
+
+
+@dataclass(frozen=True)
+class ConvSpatial:
+    m_axis: int       # which M axis is this output spatial dim
+    k_axis: int       # which K axis is this window dim (-1 for a window of 1)
+    stride: int
+    pad_low: int
+    dilation: int
+    in_size: int
+    x_stride: int
+    check_low: bool   # input coordinates below 0 occur
+    check_high: bool  # input coordinates past the end occur
+
+
+def _label_dims(labels: str) -> dict[str, int]:
+    return {label: i for i, label in enumerate(labels)}
+
+
+@lowering("convolution")
+def lower_convolution(inst: Instruction, kernel_name: str) -> Kernel:
+    x, w, out = inst.operands[0].shape, inst.operands[1].shape, inst.shape
+    xd, wd, od = static_dims(x, inst), static_dims(w, inst), static_dims(out, inst)
+    xl, wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"]))
+    xs, ws, os = strides(x), strides(w), strides(out)
+    groups = inst.attrs["feature_group_count"]
+    spatial_n = x.rank - 2
+    cin_g = wd[wl["i"]]
+    n = wd[wl["o"]] // groups
+    window = [wd[wl[str(s)]] for s in range(spatial_n)]
+    dilation = list(inst.attrs["rhs_dilation"])
+
+    # M: batch and output positions, walked in the output's memory order
+    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -os[ol[lab]])
+    m_axes = [Axis(od[ol[lab]], (os[ol[lab]],)) for lab in m_order]
+    # K: input features of a group and window positions, walked in the input's memory order
+    k_labels = ["i"] + [str(s) for s in range(spatial_n) if window[s] > 1]
+    k_stride = {"i": (xs[xl["f"]], ws[wl["i"]])}
+    for s in range(spatial_n):
+        k_stride[str(s)] = (xs[xl[str(s)]] * dilation[s], ws[wl[str(s)]])
+    k_order = sorted(k_labels, key=lambda lab: -k_stride[lab][0])
+    k_axes = [Axis(cin_g if lab == "i" else window[int(lab)], k_stride[lab]) for lab in k_order]
+
+    spatial = [ConvSpatial(m_axis=m_order.index(str(s)), k_axis=k_order.index(str(s)) if str(s) in k_order else -1,
+                           stride=inst.attrs["window_strides"][s], pad_low=inst.attrs["padding_low"][s],
+                           dilation=dilation[s], in_size=xd[xl[str(s)]], x_stride=xs[xl[str(s)]],
+                           check_low=inst.attrs["padding_low"][s] > 0, check_high=inst.attrs["padding_high"][s] > 0)
+               for s in range(spatial_n)]
+    m = numel([od[ol[lab]] for lab in m_order])
+    k = cin_g * numel(window)
+
+    common = dict(kernel_name=kernel_name, m=m, k=k, groups=groups, m_axes=m_axes, k_axes=k_axes, spatial=spatial,
+                  batch_axis=m_order.index("b"), batch_stride=xs[xl["b"]], group_in_stride=cin_g * xs[xl["f"]],
+                  w_out_stride=ws[wl["o"]], out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
+                  wide=is_wide(x, w, out))
+    pointers = [triton_pointer(x), triton_pointer(w), triton_pointer(out)]
+    flops = 2 * groups * m * n * k
+    if groups > 1 and n < MIN_DOT_TILE:
+        # depthwise and narrow groups: a matmul tile per group would be mostly padding
+        acc = tl_type(accumulator_dtype("f32" if x.dtype in _HALF else x.dtype))
+        source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=acc, **common)
+        return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
+                      gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
+                      interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops)
+    source = render("conv.py.jinja", n=n, **common, **_precision(x.dtype))
+    return Kernel(kernel_name, "conv.py.jinja", source, pointers,
+                  gpu=matmul_launch(m, n, k, groups, x.dtype, interpreter=False),
+                  interpreter=matmul_launch(m, n, k, groups, x.dtype, interpreter=True), flops=flops)
+
+
+def grouped_conv_launch(m: int, n: int, k: int, interpreter: bool) -> LaunchConfig:
+    """Tiles of [positions, output features, inputs] for grouped_conv.py.jinja."""
+    if interpreter:
+        bk, bn = clamp_pow2(k, 1, 64), clamp_pow2(n, 1, 256)
+        bm = clamp_pow2(m, 1, max(1, (1 << 18) // (bn * bk)))
+    else:
+        bk, bn = clamp_pow2(k, 1, 4), clamp_pow2(n, 1, 32)
+        bm = clamp_pow2(m, 1, max(1, 4096 // (bn * bk)))
+    return LaunchConfig({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
+                        (cdiv(max(m, 1), bm), cdiv(max(n, 1), bn), 1), num_warps=4, num_stages=2)

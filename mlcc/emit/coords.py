@@ -1,0 +1,114 @@
+"""Flat indices to element offsets, for the kernels of reductions, contractions and composites.
+
+A kernel numbers the elements it walks with one flat index (row-major over a
+list of axes, major first) and turns it back into offsets, one per tensor, as
+``sum(coord * stride)``. An ``Axis`` is the size of one such axis plus each
+tensor's element stride along it (0 where a tensor is broadcast along it).
+Templates unravel with the macros in ``templates/_coords.jinja``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from mlcc.errors import UnsupportedError
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, Shape
+
+INT32_LIMIT = 2**31 - 1
+MAX_GRID_Y = 65535   # CUDA's limit on grid axes 1 and 2
+
+
+@dataclass(frozen=True)
+class Axis:
+    size: int
+    strides: tuple[int, ...]
+
+
+def static_dims(shape: Shape, inst: Instruction) -> tuple[int, ...]:
+    if not shape.is_static:
+        raise UnsupportedError(f"%{inst.name} ({inst.opcode}): kernels need static dims, got {shape}")
+    return tuple(int(d) for d in shape.dims)
+
+
+def strides(shape: Shape) -> tuple[int, ...]:
+    return tuple(int(s) for s in shape.strides())
+
+
+def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
+    """Drop size-1 axes and fuse neighbours (major, then minor) that every tensor steps through as one."""
+    merged: list[Axis] = []
+    for ax in axes:
+        if ax.size == 1:
+            continue
+        if merged and all(p == s * ax.size for p, s in zip(merged[-1].strides, ax.strides)):
+            merged[-1] = Axis(merged[-1].size * ax.size, ax.strides)
+        else:
+            merged.append(ax)
+    return merged
+
+
+def by_stride(axes: Sequence[Axis], which: int = 0) -> list[Axis]:
+    """Axes ordered major to minor by one tensor's strides, so the flat index walks it in memory order."""
+    return sorted(axes, key=lambda ax: -ax.strides[which])
+
+
+def numel(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def is_wide(*shapes: Shape) -> bool:
+    """True when some offset may not fit in int32, so a kernel must index in int64."""
+    return any(s.numel() > INT32_LIMIT for s in shapes)
+
+
+def clamp_pow2(n: int, lo: int, hi: int) -> int:
+    """next_pow2(n) clamped to [lo, hi] (lo and hi powers of two)."""
+    p = 1
+    while p < n:
+        p *= 2
+    return max(lo, min(p, hi))
+
+
+def largest_pow2_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def lowest(dtype: str) -> float | int:
+    """The identity of maximum for a dtype (-inf for floats)."""
+    if dtype == "pred":
+        return 0
+    np_type = numpy_dtype(dtype)
+    if np.issubdtype(np_type, np.integer):
+        return int(np.iinfo(np_type).min)
+    return float("-inf")
+
+
+def highest(dtype: str) -> float | int:
+    """The identity of minimum for a dtype (+inf for floats)."""
+    if dtype == "pred":
+        return 1
+    np_type = numpy_dtype(dtype)
+    if np.issubdtype(np_type, np.integer):
+        return int(np.iinfo(np_type).max)
+    return float("inf")
+
+
+def accumulator_dtype(dtype: str) -> str:
+    """Where sums and products of a dtype accumulate: f32 for halves, 32-bit at least for integers."""
+    if dtype in ("f16", "bf16", "f32"):
+        return "f32"
+    if dtype in ("f64", "s64", "u64"):
+        return dtype
+    if dtype in ("u8", "u16", "u32"):
+        return "u32"
+    return "s32"

@@ -1,0 +1,99 @@
+"""Kernels for softmax, layer-norm, rms-norm (row kernels) and batch-norm-inference (elementwise).
+
+A row kernel gives each program BLOCK_ROWS rows of the normalized dims as a 2-D
+tile; a row longer than BLOCK_C is walked in chunks (a pass per statistic),
+one that fits is read once. Statistics are f32 (f64 for f64 inputs).
+"""
+
+from __future__ import annotations
+
+from mlcc.emit.coords import Axis, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.hlo.ir import Instruction
+
+
+def _compute_type(dtype: str) -> str:
+    return tl_type("f64" if dtype == "f64" else "f32")
+
+
+def _row_launch(num_rows: int, row_size: int, interpreter: bool) -> LaunchConfig:
+    if interpreter:
+        block_c = clamp_pow2(row_size, 1, 16384)
+        block_rows = clamp_pow2(num_rows, 1, max(1, 65536 // block_c))
+        warps = 4
+    else:
+        block_c = clamp_pow2(row_size, 1, 4096)
+        block_rows = clamp_pow2(num_rows, 1, max(1, 2048 // block_c))
+        tile = block_rows * block_c
+        warps = 2 if tile <= 256 else (4 if tile <= 2048 else 8)
+    return LaunchConfig({"BLOCK_ROWS": block_rows, "BLOCK_C": block_c},
+                        (max(1, cdiv(num_rows, block_rows)), 1, 1), num_warps=warps, num_stages=1)
+
+
+def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[int], epsilon: float) -> Kernel:
+    """Rows over the dims not in `normalized`; columns over `normalized`, whose params (if any) follow x."""
+    x, out = inst.operands[0].shape, inst.shape
+    dims = static_dims(x, inst)
+    xs, os = strides(x), strides(out)
+    params = [p.shape for p in inst.operands[1:]]
+    param_strides = [strides(p) for p in params]
+    rows = [d for d in range(x.rank) if d not in normalized]
+    row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows]))
+    col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
+                          for j, d in enumerate(normalized))
+    num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
+    source = render("row_norm.py.jinja", kernel_name=kernel_name, op=op, num_rows=num_rows, row_size=row_size,
+                    row_axes=row_axes, col_axes=col_axes, epsilon=epsilon, compute_type=_compute_type(x.dtype),
+                    out_type=tl_type(out.dtype), wide=is_wide(x))
+    per_element = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "rms_norm": 4}[op]
+    return Kernel(kernel_name, "row_norm.py.jinja", source,
+                  [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)],
+                  gpu=_row_launch(num_rows, row_size, interpreter=False),
+                  interpreter=_row_launch(num_rows, row_size, interpreter=True),
+                  flops=per_element * x.numel())
+
+
+@lowering("softmax")
+def lower_softmax(inst: Instruction, kernel_name: str) -> Kernel:
+    op = "log_softmax" if inst.attrs.get("log", False) else "softmax"
+    return _row_kernel(inst, kernel_name, op, [inst.attrs["dimension"]], 0.0)
+
+
+def _normalized_dims(inst: Instruction) -> list[int]:
+    dims = sorted(inst.attrs["dimensions"])
+    scale = inst.operands[1].shape
+    if [inst.operands[0].shape.dims[d] for d in dims] != list(scale.dims):
+        raise ValueError(f"%{inst.name}: scale {scale} does not have the normalized dims' shape")
+    return dims
+
+
+@lowering("layer-norm")
+def lower_layer_norm(inst: Instruction, kernel_name: str) -> Kernel:
+    return _row_kernel(inst, kernel_name, "layer_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]))
+
+
+@lowering("rms-norm")
+def lower_rms_norm(inst: Instruction, kernel_name: str) -> Kernel:
+    return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]))
+
+
+@lowering("batch-norm-inference")
+def lower_batch_norm_inference(inst: Instruction, kernel_name: str) -> Kernel:
+    x, out = inst.operands[0].shape, inst.shape
+    dims = static_dims(x, inst)
+    feature = inst.attrs["feature_index"]
+    xs, os = strides(x), strides(out)
+    param_strides = [strides(p.shape)[0] for p in inst.operands[1:]]
+    axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps if d == feature else 0 for ps in param_strides))
+                      for d in range(x.rank))
+    n = x.numel()
+    source = render("batch_norm.py.jinja", kernel_name=kernel_name, numel=n, axes=axes,
+                    epsilon=float(inst.attrs["epsilon"]), compute_type=_compute_type(x.dtype),
+                    out_type=tl_type(out.dtype), wide=is_wide(x))
+
+    def launch(block: int) -> LaunchConfig:
+        return LaunchConfig({"BLOCK": block}, (max(1, cdiv(n, block)), 1, 1), num_warps=4, num_stages=1)
+
+    return Kernel(kernel_name, "batch_norm.py.jinja", source, [triton_pointer(op.shape) for op in inst.operands]
+                  + [triton_pointer(out)], gpu=launch(clamp_pow2(n, 16, 1024)),
+                  interpreter=launch(clamp_pow2(n, 16, 1 << 17)), flops=4 * n)

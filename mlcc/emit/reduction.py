@@ -1,0 +1,120 @@
+"""Kernels for reduce, argmax/argmin and cumsum (templates reduce, argreduce, scan).
+
+Every kernel numbers its outputs with one flat index and its reduced elements
+with another; both unravel into offsets through each tensor's own strides, so
+any set of reduced dims under any layout is one loop over a 2-D tile
+[BLOCK_O outputs, BLOCK_R reduced elements].
+"""
+
+from __future__ import annotations
+
+from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, lowest,
+                              merge_axes, numel, static_dims, strides)
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
+from mlcc.hlo.opcodes import REDUCE_KINDS
+
+# a reduce kind on pred operands (loaded as 0/1 integers) -> how lanes combine in the template
+_PRED_COMBINE = {"add": "maximum", "or": "maximum", "maximum": "maximum",
+                 "multiply": "minimum", "and": "minimum", "minimum": "minimum", "xor": "parity"}
+
+
+def _identity(combine: str, dtype: str, acc: str) -> float | int:
+    if combine == "maximum":
+        return lowest(dtype)
+    if combine == "minimum":
+        return highest(dtype)
+    if combine == "multiply":
+        return 1
+    if combine == "and":
+        return highest(acc) if acc.startswith("u") else -1
+    return 0
+
+
+def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]:
+    """(BLOCK_O, BLOCK_R) for a tile of outputs by reduced elements."""
+    if interpreter:
+        block_r = clamp_pow2(num_red, 1, 65536)
+        budget = 65536
+    else:
+        block_r = clamp_pow2(num_red, 1, 1024)
+        budget = 4096
+    block_o = clamp_pow2(num_out, 1, max(1, budget // block_r))
+    return block_o, block_r
+
+
+def _row_launch(num_out: int, num_red: int, interpreter: bool) -> LaunchConfig:
+    block_o, block_r = _row_tiles(num_out, num_red, interpreter)
+    warps = 8 if block_o * block_r >= 4096 else 4
+    return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (max(1, cdiv(num_out, block_o)), 1, 1),
+                        num_warps=warps, num_stages=1)
+
+
+@lowering("reduce")
+def lower_reduce(inst: Instruction, kernel_name: str) -> Kernel:
+    x, out = inst.operands[0].shape, inst.shape
+    kind = inst.attrs["kind"]
+    if kind not in REDUCE_KINDS:
+        raise ValueError(f"%{inst.name}: unknown reduce kind '{kind}'")
+    dims = static_dims(x, inst)
+    reduced = sorted(set(inst.attrs["dimensions"]))
+    kept = [d for d in range(x.rank) if d not in reduced]
+    xs, os = strides(x), strides(out)
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
+    red_axes = merge_axes(by_stride([Axis(dims[d], (xs[d],)) for d in reduced]))
+    num_out, num_red = numel([dims[d] for d in kept]), numel([dims[d] for d in reduced])
+
+    acc = accumulator_dtype(x.dtype)
+    combine = _PRED_COMBINE[kind] if x.dtype == "pred" else kind
+    if is_float(x.dtype) and combine in ("and", "or", "xor"):
+        raise ValueError(f"%{inst.name}: reduce kind '{kind}' needs an integer or pred operand, not {x.dtype}")
+    source = render("reduce.py.jinja", kernel_name=kernel_name, combine=combine,
+                    identity=_identity(combine, x.dtype, acc), acc_type=tl_type(acc), out_type=tl_type(out.dtype),
+                    is_float=is_float(x.dtype), num_out=num_out, num_red=num_red,
+                    out_axes=out_axes, red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=is_wide(x))
+    return Kernel(kernel_name, "reduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                  gpu=_row_launch(num_out, num_red, interpreter=False),
+                  interpreter=_row_launch(num_out, num_red, interpreter=True),
+                  flops=num_out * max(num_red - 1, 0))
+
+
+@lowering("argmax", "argmin")
+def lower_argreduce(inst: Instruction, kernel_name: str) -> Kernel:
+    x, out = inst.operands[0].shape, inst.shape
+    dims = static_dims(x, inst)
+    axis = inst.attrs["dimension"]
+    kept = [d for d in range(x.rank) if d != axis]
+    xs, os = strides(x), strides(out)
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
+    num_out = numel([dims[d] for d in kept])
+    is_max = inst.opcode == "argmax"
+    acc = "s32" if x.dtype == "pred" else ("f32" if x.dtype in ("f16", "bf16") else x.dtype)
+    worst = lowest(x.dtype) if is_max else highest(x.dtype)
+    source = render("argreduce.py.jinja", kernel_name=kernel_name, is_max=is_max,
+                    select_last=bool(inst.attrs.get("select_last_index", False)),
+                    is_float=is_float(x.dtype), acc_type=tl_type(acc), worst=worst,
+                    num_out=num_out, size=dims[axis], stride=xs[axis], out_axes=out_axes, wide=is_wide(x))
+    return Kernel(kernel_name, "argreduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                  gpu=_row_launch(num_out, dims[axis], interpreter=False),
+                  interpreter=_row_launch(num_out, dims[axis], interpreter=True),
+                  flops=num_out * dims[axis])
+
+
+@lowering("cumsum")
+def lower_cumsum(inst: Instruction, kernel_name: str) -> Kernel:
+    x, out = inst.operands[0].shape, inst.shape
+    dims = static_dims(x, inst)
+    axis = inst.attrs["dimension"]
+    xs, os = strides(x), strides(out)
+    lines = [d for d in range(x.rank) if d != axis]
+    line_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in lines]))
+    num_lines = numel([dims[d] for d in lines])
+    acc = accumulator_dtype(x.dtype)
+    source = render("scan.py.jinja", kernel_name=kernel_name, acc_type=tl_type(acc), out_type=tl_type(out.dtype),
+                    size=dims[axis], in_stride=xs[axis], out_stride=os[axis], num_lines=num_lines,
+                    line_axes=line_axes, exclusive=bool(inst.attrs.get("exclusive", False)),
+                    reverse=bool(inst.attrs.get("reverse", False)), wide=is_wide(x))
+    return Kernel(kernel_name, "scan.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                  gpu=_row_launch(num_lines, dims[axis], interpreter=False),
+                  interpreter=_row_launch(num_lines, dims[axis], interpreter=True),
+                  flops=x.numel())

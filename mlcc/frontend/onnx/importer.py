@@ -1,0 +1,410 @@
+"""ONNX ModelProto -> mlcc IR Module.
+
+Load, check, infer shapes (with data propagation), order the nodes, then import
+each node with its rule from the registry. Values known at import time
+(initializers, Constant nodes, shapes of static tensors, and small results of
+nodes whose inputs are all known) stay numpy arrays and become IR constants
+only when an IR instruction needs them, so exporter shape chains such as
+Shape -> Gather -> Unsqueeze -> Concat -> Reshape leave nothing in the IR.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import onnx
+
+from mlcc.frontend.onnx.errors import (DeferredValueError, FrontendError, InvalidModelError,
+                                       UnsupportedFeatureError, UnsupportedNode, UnsupportedOpError)
+from mlcc.frontend.onnx.loading import dense_of_sparse, load_model, node_label, topological_order, uses_external_data
+from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
+                                         normalize_domain)
+from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
+from mlcc.hlo.builder import Builder
+from mlcc.hlo.dtypes import dtype_of_numpy
+from mlcc.hlo.ir import Dim, Instruction, Module, Shape
+from mlcc.hlo.shape_inference import ShapeError
+from mlcc.names import sanitize_identifier
+
+FOLD_LIMIT = 4096  # a node with all inputs known is computed at import when each output has at most this many elements
+
+InputShapes = dict[str, list[int | str]]
+
+
+def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShapes | None = None,
+                name: str | None = None) -> Module:
+    """Import an ONNX model (a path or a ModelProto) as an IR module.
+
+    ``shapes`` overrides the dims of graph inputs by input name (ints or
+    symbolic names); ``name`` overrides the module name.
+    """
+    if isinstance(model, onnx.ModelProto):
+        label = None
+        if uses_external_data(model):
+            raise InvalidModelError("the model refers to external data; import it by path", file=label)
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+        default_name = model.graph.name or "model"
+    else:
+        path = Path(model)
+        label = path.name
+        proto = load_model(path)
+        default_name = path.stem
+    proto, symbols = _prepare(proto, label, shapes or {})
+    module_name = sanitize_identifier(name or default_name)
+    return _GraphImporter(proto, label, module_name, symbols).run()
+
+
+def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> tuple[onnx.ModelProto, set[str]]:
+    """Sort, check, inline local functions, fix input dims and run ONNX shape inference.
+
+    Also returns the model's own symbolic dim names: a name that shape inference
+    makes up (``unk__3``) stands for an unknown dim.
+    """
+    order = topological_order(model.graph, label)
+    if order != list(range(len(order))):
+        nodes = [model.graph.node[i] for i in order]
+        copies = [onnx.NodeProto() for _ in nodes]
+        for c, n in zip(copies, nodes):
+            c.CopyFrom(n)
+        del model.graph.node[:]
+        model.graph.node.extend(copies)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise InvalidModelError(f"the ONNX checker rejects the model: {_first_line(e)}", file=label) from None
+    if model.functions:
+        model = onnx.inliner.inline_local_functions(model)
+    _set_input_dims(model, label, shapes)
+    g = model.graph
+    symbols = {d.dim_param for v in list(g.input) + list(g.output) + list(g.value_info)
+               if v.type.HasField("tensor_type") for d in v.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), symbols
+    except Exception as e:  # onnx raises InferenceError and, for some ops, plain RuntimeError
+        raise InvalidModelError(f"ONNX shape inference fails: {_first_line(e)}", file=label) from None
+
+
+def _first_line(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return " ".join(lines[:3]) if lines else type(e).__name__
+
+
+def _set_input_dims(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> None:
+    """Apply ``shapes`` to the graph inputs and name every unknown input dim, so shape inference sees them."""
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {i.name: i for i in model.graph.input}
+    for key in shapes:
+        if key not in inputs or key in initializers:
+            raise InvalidModelError(f"shapes names '{key}', which is not a graph input", file=label)
+    bound = _bound_symbols(inputs, shapes, label)
+    for inp in model.graph.input:
+        if inp.name in initializers or not inp.type.HasField("tensor_type"):
+            continue
+        tt = inp.type.tensor_type
+        if inp.name in shapes:
+            dims = list(shapes[inp.name])
+            if tt.HasField("shape") and len(tt.shape.dim) != len(dims):
+                raise InvalidModelError(f"input '{inp.name}' has rank {len(tt.shape.dim)}, "
+                                        f"shapes gives {len(dims)} dims", file=label)
+            del tt.shape.dim[:]
+            tt.shape.SetInParent()
+            for d in dims:
+                dim = tt.shape.dim.add()
+                if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+                    dim.dim_value = int(d)
+                elif isinstance(d, str) and d:
+                    dim.dim_param = d
+                else:
+                    raise InvalidModelError(f"input '{inp.name}': bad dim {d!r} in shapes", file=label)
+        elif not tt.HasField("shape"):
+            raise UnsupportedFeatureError(f"input '{inp.name}' has no shape (give its dims in shapes=)", file=label)
+        for k, dim in enumerate(tt.shape.dim):
+            if dim.HasField("dim_param") and dim.dim_param in bound:
+                dim.dim_value = bound[dim.dim_param]
+            elif not dim.HasField("dim_value") and not dim.HasField("dim_param"):
+                dim.dim_param = f"{sanitize_identifier(inp.name)}_d{k}"
+
+
+def _bound_symbols(inputs: dict[str, onnx.ValueInfoProto], shapes: InputShapes, label: str | None) -> dict[str, int]:
+    """Symbolic dims that ``shapes`` fixes to a number; other inputs sharing the symbol get the same number."""
+    bound: dict[str, int] = {}
+    for key, dims in shapes.items():
+        tt = inputs[key].type.tensor_type
+        if not tt.HasField("shape") or len(tt.shape.dim) != len(dims):
+            continue
+        for dim, d in zip(tt.shape.dim, dims):
+            if dim.HasField("dim_param") and isinstance(d, (int, np.integer)) and not isinstance(d, bool):
+                if bound.setdefault(dim.dim_param, int(d)) != int(d):
+                    raise InvalidModelError(f"shapes gives dim '{dim.dim_param}' two values, "
+                                            f"{bound[dim.dim_param]} and {d}", file=label)
+    return bound
+
+
+def _dims_of(type_proto: onnx.TypeProto, symbols: set[str]) -> tuple[int, tuple[Dim | None, ...] | None] | None:
+    """(element type, dims) of a tensor type; dims unknown to the model (made up by shape inference) are None."""
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tt = type_proto.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[Dim | None] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        else:
+            dims.append(d.dim_param if d.HasField("dim_param") and d.dim_param in symbols else None)
+    return tt.elem_type, tuple(dims)
+
+
+class _GraphImporter:
+    def __init__(self, model: onnx.ModelProto, label: str | None, module_name: str, symbols: set[str]) -> None:
+        self.model = model
+        self.graph = model.graph
+        opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
+        self.ctx = ImportContext(file=label, opsets=opsets)
+        self.b = Builder(module_name)
+        for graph in _graphs(self.graph):
+            for vi in list(graph.value_info) + list(graph.input) + list(graph.output):
+                info = _dims_of(vi.type, symbols)
+                if info is not None:
+                    self.ctx.inferred[vi.name] = info
+        self.ctx.used = _used_names(self.graph)
+        self.ctx.import_subgraph = self._import_subgraph
+
+    def run(self) -> Module:
+        self._check_supported()
+        self._add_initializers()
+        self._add_parameters()
+        for index, node in enumerate(self.graph.node):
+            self._import_node(node, index)
+        outputs, names = [], []
+        for out in self.graph.output:
+            t = self.ctx.tensor(out.name)
+            if t.inst is None and t.value is None:
+                raise UnsupportedFeatureError(f"output '{out.name}' {t.deferred}", file=self.ctx.file)
+            outputs.append(self.ctx.materialize(self.b, t))
+            names.append(out.name)
+        return self.b.finish(outputs, names)
+
+    # ---- setup
+    def _check_supported(self) -> None:
+        missing: list[UnsupportedNode] = []
+        self._find_unsupported(self.graph, "", missing)
+        if missing:
+            raise UnsupportedOpError(missing, file=self.ctx.file)
+
+    def _find_unsupported(self, graph: onnx.GraphProto, scope: str, missing: list[UnsupportedNode]) -> None:
+        """Nodes without a rule, looking inside the subgraphs of nodes that have one (If branches)."""
+        for index, node in enumerate(graph.node):
+            domain = normalize_domain(node.domain)
+            opset = self.ctx.opsets.get(domain, 0)
+            label = node_label(node, index, scope)
+            if find_rule(domain, node.op_type, opset) is None:
+                missing.append(UnsupportedNode(node.op_type, domain, opset, label))
+                continue
+            for a in node.attribute:
+                for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    self._find_unsupported(g, f"{label}/", missing)
+
+    def _import_subgraph(self, graph: onnx.GraphProto, scope: str, inputs: Sequence[Tensor] = ()) -> list[Tensor]:
+        """Import a subgraph's nodes inline (they may read outer values), its inputs bound to ``inputs``.
+
+        Returns its output tensors. Importing the same subgraph again (a loop body)
+        rebinds its names, so each import sees the values of its own iteration.
+        """
+        if len(inputs) != len(graph.input):
+            raise InvalidModelError(f"subgraph '{graph.name}' takes {len(graph.input)} inputs, gets {len(inputs)}",
+                                    file=self.ctx.file)
+        for formal, actual in zip(graph.input, inputs):
+            self.ctx.tensors[formal.name] = dataclasses.replace(actual, name=formal.name)
+        for init in graph.initializer:
+            self.ctx.tensors[init.name] = self._initializer(init)
+        for index in topological_order(graph, self.ctx.file):
+            self._import_node(graph.node[index], index, f"{scope}/")
+        return [self.ctx.tensor(out.name) for out in graph.output]
+
+    def _add_initializers(self) -> None:
+        for init in self.graph.initializer:
+            self.ctx.tensors[init.name] = self._initializer(init)
+        for sparse in self.graph.sparse_initializer:
+            name = sparse.values.name
+            self.ctx.tensors[name] = self._known(name, dense_of_sparse(sparse))
+
+    def _initializer(self, tensor: onnx.TensorProto) -> Tensor:
+        """A known value; one of a type mlcc lacks is an error only if something uses it."""
+        if ir_dtype(tensor.data_type) is None:
+            return Tensor(tensor.name, "u8", tuple(tensor.dims),
+                          deferred=f"has element type {onnx_type_name(tensor.data_type)}, which mlcc does not support")
+        return self._known(tensor.name, onnx.numpy_helper.to_array(tensor))
+
+    def _known(self, name: str, arr: np.ndarray, origin: tuple[str, ...] = ()) -> Tensor:
+        arr = np.asarray(arr)
+        try:
+            dtype = dtype_of_numpy(arr.dtype)
+        except TypeError:
+            raise UnsupportedFeatureError(f"value '{name}' has numpy dtype {arr.dtype}", file=self.ctx.file) from None
+        return Tensor(name, dtype, tuple(int(d) for d in arr.shape), value=arr, origin=origin)
+
+    def _add_parameters(self) -> None:
+        for inp in self.graph.input:
+            if inp.name in self.ctx.tensors:  # an initializer: a constant (IR version >= 4 semantics)
+                continue
+            info = self.ctx.inferred.get(inp.name)
+            dtype = ir_dtype(info[0]) if info else None
+            if info is None or dtype is None:
+                what = onnx_type_name(info[0]) if info else "a non-tensor type"
+                raise UnsupportedFeatureError(f"input '{inp.name}' has {what}", file=self.ctx.file)
+            if info[1] is None or None in info[1]:
+                raise UnsupportedFeatureError(f"input '{inp.name}' has unknown dims", file=self.ctx.file)
+            dims: tuple[Dim, ...] = tuple(info[1])  # type: ignore[arg-type]
+            inst = self.b.parameter(inp.name, Shape(dtype, dims))
+            self.ctx.tensors[inp.name] = Tensor(inp.name, dtype, dims, inst=inst)
+
+    # ---- nodes
+    def _import_node(self, proto: onnx.NodeProto, index: int, scope: str = "") -> None:
+        domain = normalize_domain(proto.domain)
+        opset = self.ctx.opsets.get(domain, 0)
+        rule = find_rule(domain, proto.op_type, opset)
+        assert rule is not None  # _check_supported ran
+        label = node_label(proto, index, scope)
+        inputs = [self.ctx.tensor(x) for x in proto.input if x]
+        try:
+            if rule.fold and all(t.is_known for t in inputs):
+                results = self._fold(rule, proto, label, opset)
+                if results is not None:
+                    self._record(proto, label, results)
+                    return
+            node = OnnxNode(proto, label, opset, self.ctx, lambda t: self.ctx.materialize(self.b, t))
+            try:
+                with self.b.origin(label):
+                    results = list(rule.fn(self.b, node))
+            except DeferredValueError as e:
+                if not all(t.is_known or t.deferred for t in inputs):
+                    raise
+                # only values known at import or computed from symbolic dims: so is this node's output
+                reason = next(t.deferred for t in inputs if t.deferred)
+                results = [Deferred(reason or e.message)] * len(proto.output)
+            self._record(proto, label, results)
+        except FrontendError:
+            raise
+        except (ShapeError, ValueError) as e:
+            raise InvalidModelError(str(e), file=self.ctx.file, node=label, op_type=proto.op_type) from e
+        except TypeError as e:
+            symbolic = [t.name for t in inputs if not all(isinstance(d, int) for d in t.dims)]
+            if not symbolic:
+                raise
+            raise UnsupportedFeatureError(f"this op on inputs with symbolic dims ({', '.join(symbolic)}): {e}",
+                                          file=self.ctx.file, node=label, op_type=proto.op_type) from e
+
+    def _fold(self, rule: Rule, proto: onnx.NodeProto, label: str, opset: int) -> list[Result] | None:
+        """Run the rule on known inputs in a scratch builder and evaluate it; None when an output is too big."""
+        for out in proto.output:
+            info = self.ctx.inferred.get(out)
+            if info and info[1] is not None and all(isinstance(d, int) for d in info[1]):
+                if int(np.prod(info[1], dtype=np.int64)) > FOLD_LIMIT:  # type: ignore[arg-type]
+                    return None
+        scratch = Builder("fold")
+        made: dict[str, Instruction] = {}
+
+        def materialize(t: Tensor) -> Instruction:
+            if t.name not in made:
+                made[t.name] = scratch.constant(t.value, ref_hint=t.name)
+            return made[t.name]
+
+        node = OnnxNode(proto, label, opset, self.ctx, materialize)
+        results = list(rule.fn(scratch, node))
+        pending = [r for r in results if isinstance(r, Instruction)]
+        for r in pending:
+            if r.shape.is_tuple or not r.shape.is_static or r.shape.numel() > FOLD_LIMIT:
+                return None
+        if not pending:
+            return results
+        values = _evaluate(scratch, pending)
+        if values is None:
+            return None
+        by_id = {id(r): v for r, v in zip(pending, values)}
+        return [by_id[id(r)] if isinstance(r, Instruction) else r for r in results]
+
+    def _record(self, proto: onnx.NodeProto, label: str, results: Sequence[Result]) -> None:
+        if len(results) > len(proto.output):
+            raise InvalidModelError(f"{len(results)} results for {len(proto.output)} outputs",
+                                    file=self.ctx.file, node=label, op_type=proto.op_type)
+        for j, out in enumerate(proto.output):
+            if not out:
+                continue
+            r = results[j] if j < len(results) else None
+            if r is None:
+                if out in self.ctx.used:
+                    raise UnsupportedFeatureError(f"output {j} ('{out}') is not supported",
+                                                  file=self.ctx.file, node=label, op_type=proto.op_type)
+                continue
+            if isinstance(r, Instruction):
+                t = Tensor(out, r.shape.dtype, tuple(r.shape.dims), inst=r, origin=(label,))
+            elif isinstance(r, Deferred):
+                info = self.ctx.inferred.get(out)
+                dtype = (ir_dtype(info[0]) if info else None) or "s64"
+                dims = tuple(d if d is not None else "?" for d in (info[1] or ())) if info else ()
+                self.ctx.tensors[out] = Tensor(out, dtype, dims, origin=(label,), deferred=r.reason)
+                continue
+            else:
+                arr = np.asarray(r)
+                info = self.ctx.inferred.get(out)
+                want = ir_dtype(info[0]) if info else None
+                if want is not None:
+                    arr = as_ir_array(arr, want)
+                t = self._known(out, arr, origin=(label,))
+            self._check_inferred(t, label, proto.op_type)
+            self.ctx.tensors[out] = t
+
+    def _check_inferred(self, t: Tensor, label: str, op_type: str) -> None:
+        info = self.ctx.inferred.get(t.name)
+        if info is None:
+            return
+        want = ir_dtype(info[0])
+        if want is not None and want != t.dtype:
+            raise InvalidModelError(f"output '{t.name}' is {t.dtype} but ONNX infers {want}",
+                                    file=self.ctx.file, node=label, op_type=op_type)
+        dims = info[1]
+        if dims is not None and all(isinstance(d, int) for d in dims) and all(isinstance(d, int) for d in t.dims):
+            if tuple(dims) != tuple(t.dims):
+                raise InvalidModelError(f"output '{t.name}' has dims {list(t.dims)} but ONNX infers {list(dims)}",
+                                        file=self.ctx.file, node=label, op_type=op_type)
+
+
+def _evaluate(scratch: Builder, outputs: list[Instruction]) -> list[np.ndarray] | None:
+    try:
+        from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
+    except ImportError:
+        return None
+    scratch.finish(outputs, [f"out{i}" for i in range(len(outputs))])
+    try:
+        result = evaluate_computation(scratch.comp, [], scratch.module.constants)
+    except EvaluationError:  # leave it to the compiled model
+        return None
+    values = list(result) if isinstance(result, tuple) else [result]
+    return [as_ir_array(v, r.shape.dtype) for v, r in zip(values, outputs)]
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """The graph and all its subgraphs."""
+    out = [graph]
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                out.extend(_graphs(g))
+    return out
+
+
+def _used_names(graph: onnx.GraphProto) -> set[str]:
+    used = {o.name for o in graph.output}
+    for node in graph.node:
+        used |= {x for x in node.input if x}
+        for a in node.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                used |= _used_names(g)
+    return used

@@ -1,0 +1,270 @@
+"""Fusion: merge producers into consumers so intermediates never round-trip through memory.
+
+Kinds (XLA's, plus attention):
+- loop: elementwise ops and data movement (broadcast, slice, concat, pad, gather, casts,
+  layout copies): one pass over the output.
+- input: producers computed inside a reduction's loads (reduce, softmax, layer-norm, rms-norm),
+  plus elementwise work on its result.
+- output: elementwise epilogue (bias, activation, residual, scale, cast) applied to a dot's or a
+  convolution's accumulator before it is stored.
+- attention: the attention op, with its mask computed in the kernel.
+
+Decisions, made consumer first (reverse post-order), per producer-consumer edge:
+- a producer is merged when every user of it is in the fusion; one that is cheap to recompute
+  (a broadcast of a small value, an iota, a scalar constant) is duplicated into each consumer;
+  an expensive producer with other users is never duplicated;
+- at most one reduction or contraction per fusion, contraction operands are read as they are
+  (their producers stay separate kernels), and limits on parameters and size keep the tile's
+  registers in check.
+Every edge left unfused gets a reason (`--explain-fusion`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlcc.hlo.ir import Computation, Instruction, Module
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.passes.pass_manager import Pass
+
+DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
+                           "iota", "gather", "gather-elements", "gather-nd", "dynamic-slice", "bitcast"})
+LOOP_OPS = ELEMENTWISE_OPS | DATA_MOVEMENT
+REDUCTIONS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
+FULL_SIZE_REDUCTIONS = frozenset({"softmax", "layer-norm", "rms-norm"})  # result has the operand's dims
+CONTRACTIONS = frozenset({"dot", "convolution"})
+NO_KERNEL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+MAX_PARAMETERS = 16
+MAX_INSTRUCTIONS = 96
+CHEAP_BYTES = 4096  # a broadcast whose source is at most this big is recomputed rather than stored
+
+
+@dataclass
+class Group:
+    root: Instruction
+    kind: str                                   # loop | input | output | attention
+    members: list[Instruction] = field(default_factory=list)
+    heavy: Instruction | None = None            # the reduction, contraction or attention op
+
+    def contains(self, inst: Instruction) -> bool:
+        return any(m is inst for m in self.members)
+
+
+def _kind_of(inst: Instruction) -> str | None:
+    if inst.opcode in LOOP_OPS or (inst.opcode == "constant" and "ref" not in inst.attrs):
+        return "loop"
+    if inst.opcode in REDUCTIONS:
+        return "input"
+    if inst.opcode in CONTRACTIONS:
+        return "output"
+    if inst.opcode == "attention":
+        return "attention"
+    return None
+
+
+def _bytes(inst: Instruction) -> int:
+    return inst.shape.nbytes() if not inst.shape.is_tuple and inst.shape.is_static else 0
+
+
+def _cheap(inst: Instruction) -> bool:
+    """Recomputing inst in every consumer costs less than storing and loading it."""
+    if inst.opcode == "iota":
+        return True
+    if inst.opcode == "constant":
+        return "ref" not in inst.attrs
+    if inst.opcode in ("broadcast", "bitcast", "convert", "reshape"):
+        src = inst.operands[0]
+        return _bytes(src) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
+    return False
+
+
+def _operands_outside(group: Group) -> list[Instruction]:
+    seen: list[Instruction] = []
+    for m in group.members:
+        for o in m.operands:
+            if not group.contains(o) and not any(o is s for s in seen):
+                seen.append(o)
+    return seen
+
+
+def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
+    """Members downstream of the heavy op must be elementwise at its result's dims."""
+    dims = heavy.shape.dims
+    for m in group.members:
+        if m is heavy:
+            continue
+        if m.opcode in ELEMENTWISE_OPS and m.shape.dims == dims:
+            continue
+        if m.opcode in ("broadcast", "constant", "iota", "bitcast", "convert", "reshape") and not _depends_on(m, heavy):
+            continue  # side inputs of the epilogue (a bias broadcast), computed at the output's coordinates
+        return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
+    return None
+
+
+def _depends_on(inst: Instruction, target: Instruction) -> bool:
+    work, seen = [inst], set()
+    while work:
+        x = work.pop()
+        if x is target:
+            return True
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        work.extend(x.operands)
+    return False
+
+
+class Fusion(Pass):
+    name = "fusion"
+
+    def __init__(self, kinds: frozenset[str] = frozenset({"loop", "input", "output", "attention"})) -> None:
+        self.kinds = kinds  # the fusion kinds the backend has kernels for
+        self.explanations: list[str] = []
+
+    def run(self, module: Module) -> bool:
+        comp = module.entry
+        module.stats["unfused"] = unfused_stats(module)
+        self.explanations = []
+        groups = self._form_groups(comp)
+        changed = False
+        for g in groups:
+            # A cheap root duplicated into all its consumers' fusions is gone by now.
+            if len(g.members) > 1 and g.root.parent is comp:
+                self._materialize(module, comp, g)
+                changed = True
+        module.stats["fusion_explanations"] = list(self.explanations)
+        return changed
+
+    # ---- grouping
+    def _form_groups(self, comp: Computation) -> list[Group]:
+        owner: dict[int, Group] = {}
+        groups: list[Group] = []
+        outputs = set()
+        if comp.root is not None and comp.root.opcode == "tuple":
+            outputs = {id(o) for o in comp.root.operands}
+        for inst in reversed(comp.instructions):
+            if inst.opcode in NO_KERNEL or inst.shape.is_tuple:
+                continue
+            group = owner.get(id(inst))
+            if group is None:
+                kind = _kind_of(inst)
+                if kind is None:
+                    continue
+                group = Group(inst, kind, [inst], inst if kind != "loop" else None)
+                owner[id(inst)] = group
+                groups.append(group)
+            if group.heavy is inst and inst.opcode in CONTRACTIONS | {"attention"}:
+                for p in inst.operands:
+                    if p.opcode not in NO_KERNEL:
+                        self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
+                                               "(no prologue fusion into its operand loads)")
+                continue
+            for p in inst.operands:
+                if p.opcode in NO_KERNEL and not (p.opcode == "constant" and "ref" not in p.attrs):
+                    continue
+                if group.contains(p):
+                    continue
+                reason = self._try_merge(group, p, owner, outputs)
+                if reason is not None:
+                    self._explain(p, inst, reason)
+        return groups
+
+    def _try_merge(self, group: Group, p: Instruction, owner: dict[int, Group], outputs: set[int]) -> str | None:
+        kind = _kind_of(p)
+        if kind is None:
+            return f"{p.opcode} has no fusible kernel"
+        if p.shape.is_tuple or not p.shape.is_static:
+            return "symbolic or tuple-shaped value"
+        users_inside = all(group.contains(u) for u in p.users) and id(p) not in outputs
+        if id(p) in owner and not _cheap(p):
+            return "already fused elsewhere"
+        new_kind, heavy = group.kind, group.heavy
+        if kind == "loop" and group.kind not in self.kinds:
+            return f"no kernel template for {group.kind} fusions"
+        if kind == "loop":
+            pass
+        elif group.kind == "loop" and kind in ("input", "output") and (kind == "output" or p.opcode in FULL_SIZE_REDUCTIONS
+                                                                       or p.opcode == "reduce"):
+            new_kind, heavy = kind, p
+            if new_kind not in self.kinds:
+                return f"no kernel template for {new_kind} fusions"
+        else:
+            return f"a {p.opcode} cannot join a {group.kind} fusion rooted at {group.root.opcode}"
+        if not users_inside:
+            if kind != "loop" or not _cheap(p):
+                where = "is a model output" if id(p) in outputs else "has users outside the fusion"
+                return f"{p.opcode} {where} and is too expensive to recompute ({_bytes(p)} bytes)"
+        trial = Group(group.root, new_kind, group.members + [p], heavy)
+        if heavy is not None and heavy is not group.heavy:
+            why = _epilogue_ok(trial, heavy)
+            if why is not None:
+                return why
+        elif heavy is not None and group.kind in ("output", "attention") and not _feeds_epilogue(trial, p, heavy):
+            return f"{p.opcode} feeds the {heavy.opcode}'s operands (no prologue fusion)"
+        if len(_operands_outside(trial)) > MAX_PARAMETERS:
+            return f"the fusion would read more than {MAX_PARAMETERS} buffers"
+        if len(trial.members) > MAX_INSTRUCTIONS:
+            return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
+        group.kind, group.heavy = new_kind, heavy
+        group.members.append(p)
+        if users_inside and not _cheap(p):  # cheap producers stay free to be duplicated into other fusions
+            owner[id(p)] = group
+        else:  # a duplicated producer is never visited for this group: take its own cheap operands now
+            for q in p.operands:
+                if not group.contains(q) and q.opcode == "constant" and "ref" not in q.attrs:
+                    self._try_merge(group, q, owner, outputs)
+        return None
+
+    def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
+        self.explanations.append(f"%{producer.name} -> %{consumer.name}: {reason}")
+
+    # ---- building the fusion instruction
+    def _materialize(self, module: Module, comp: Computation, g: Group) -> None:
+        order = [i for i in comp.instructions if g.contains(i)]
+        params = _operands_outside(g)
+        params.sort(key=lambda o: comp.instructions.index(o))
+        body = Computation(_unique_comp_name(module, f"fused_{g.kind}.{g.root.name}"))
+        mapping: dict[int, Instruction] = {}
+        for i, p in enumerate(params):
+            mapping[id(p)] = body.add(Instruction(f"param_{i}", "parameter", p.shape, (), {"index": i}))
+        for inst in order:
+            clone = Instruction(inst.name, inst.opcode, inst.shape, [mapping[id(o)] for o in inst.operands],
+                                inst.attrs, inst.called, inst.origin)
+            mapping[id(inst)] = body.add(clone)
+        body.root = mapping[id(g.root)]
+        module.add_computation(body)
+        origin = tuple(dict.fromkeys(o for m in order for o in m.origin))
+        fused = Instruction(comp.unique_name(f"fusion.{g.root.name}"), "fusion", g.root.shape, params,
+                            {"kind": g.kind}, body, origin)
+        comp.insert_before(g.root, fused)
+        g.root.replace_all_uses_with(fused)
+        for inst in reversed(order):  # members no one else uses any more
+            if not inst.users and inst.parent is comp:
+                comp.remove(inst)
+
+
+def _feeds_epilogue(group: Group, p: Instruction, heavy: Instruction) -> bool:
+    """p is used only by members downstream of the heavy op (the epilogue), not by the heavy op's inputs."""
+    return all(u is not heavy and (not group.contains(u) or _depends_on(u, heavy) or u.opcode in DATA_MOVEMENT)
+               for u in p.users)
+
+
+def _unique_comp_name(module: Module, hint: str) -> str:
+    names = {c.name for c in module.computations}
+    name, n = hint, 1
+    while name in names:
+        name = f"{hint}.{n}"
+        n += 1
+    return name
+
+
+def unfused_stats(module: Module) -> dict[str, int]:
+    """One kernel per launching instruction: launches and modeled global-memory bytes (inputs read once,
+    outputs written once), the baseline fusion is measured against."""
+    launches, nbytes = 0, 0
+    for inst in module.entry.instructions:
+        if inst.opcode in NO_KERNEL or inst.opcode == "bitcast" or inst.shape.is_tuple:
+            continue
+        launches += 1
+        nbytes += _bytes(inst) + sum(_bytes(o) for o in inst.operands)
+    return {"launches": launches, "bytes": nbytes}
