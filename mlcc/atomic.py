@@ -56,7 +56,8 @@ def staged_directory(target: Path) -> Iterator[Path]:
                           file=str(target))
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        _sweep_stale(parent, target.name)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=parent))
     except OSError as e:
         raise OutputError(f"cannot create output directory beside {target}: {e.strerror}", file=str(target)) from None
     try:
@@ -65,6 +66,27 @@ def staged_directory(target: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _sweep_stale(parent: Path, name: str) -> None:
+    """Remove staging directories left by compiles that were killed (their process is gone)."""
+    for p in parent.glob(f".{name}.tmp-*-*"):
+        pid = p.name[len(f".{name}.tmp-"):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+    for p in parent.glob(f".{name}.old-*"):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _swap_in(tmp: Path, target: Path) -> None:
