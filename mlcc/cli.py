@@ -49,6 +49,9 @@ def _diagnostics(as_json: bool, debug: bool = False) -> Iterator[None]:
     except KeyboardInterrupt:
         click.echo("mlcc: interrupted", err=True)
         sys.exit(130)
+    except BrokenPipeError:  # `mlcc inspect DIR | head`: the reader left, nothing went wrong
+        sys.stderr.close()
+        sys.exit(0)
     except BaseException as e:  # noqa: BLE001 - every failure becomes one line and an exit code
         if debug:
             raise
@@ -96,6 +99,8 @@ def main() -> None:
     mlcc run build/ --inputs in.npz --output out.npz
     mlcc verify model.onnx                 compile, run, compare with onnxruntime
     mlcc inspect build/                    what the compiler did
+    mlcc report build/ -o report.html      HTML report: graph, kernels, memory, roofline
+    mlcc simulate build/ --hbm-budget 50%  what the memory-intent sidecar is worth
     """
 
 
