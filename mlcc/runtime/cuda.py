@@ -34,7 +34,9 @@ def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
     runtime = [a for a in jit_fn.arg_names if a not in constexprs]
     signature = dict(zip(runtime, kernel["arg_types"]))
     signature.update({c: "constexpr" for c in constexprs})
-    src = ASTSource(fn=jit_fn, signature=signature, constexprs=dict(constexprs))
+    attrs = {(jit_fn.arg_names.index(a),): [["tt.divisibility", 16]]
+             for a, t in zip(runtime, kernel["arg_types"]) if t.startswith("*")}
+    src = ASTSource(fn=jit_fn, signature=signature, constexprs=dict(constexprs), attrs=attrs)
     binary = bundle / entry["path"]
     group = {f"{entry['function']}.json": str(bundle / entry["metadata"]),
              f"{entry['function']}.{binary.suffix[1:]}": str(binary)}
