@@ -146,13 +146,14 @@ def compile_pipeline():
     from mlcc.emit.lower_module import fusion_kinds
     from mlcc.hlo.passes.dce import DeadCodeElimination
     from mlcc.hlo.passes.fusion import Fusion
+    from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
     from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
     from mlcc.hlo.passes.pass_manager import Pipeline
     from mlcc.hlo.passes.pipelines import default_pipeline
     from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
-    return Pipeline("compile", [*default_pipeline().passes, LayoutAssignment(), TransposeToBitcast(),
-                                ReshapeToBitcast(), DeadCodeElimination(), Fusion(fusion_kinds()),
-                                DeadCodeElimination()])
+    return Pipeline("compile", [*default_pipeline().passes, KvCacheAnalysis(), LayoutAssignment(),
+                                TransposeToBitcast(), ReshapeToBitcast(), DeadCodeElimination(),
+                                Fusion(fusion_kinds()), DeadCodeElimination()])
 
 
 def pipeline_pass_names(pipeline) -> list[str]:

@@ -113,16 +113,24 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     memory_plan = {
         "arena_bytes": plan.arena_bytes, "lower_bound_bytes": plan.lower_bound, "alignment": ALIGNMENT,
         "buffers": [{"name": b.name, "bytes": b.bytes, "offset": b.offset, "first_step": b.first_step,
-                     "last_step": b.last_step, **shape_json(b.shape)}
+                     "last_step": b.last_step, "in_place_of": plan.in_place.get(b.name), **shape_json(b.shape)}
                     for b in sorted(plan.arena_buffers(), key=lambda b: (b.first_step, b.name))],
     }
     (out / "model.hlo").write_text(format_module(module))
-    names: dict[str, list[str]] = {}
+    names: dict[str, list[str]] = {}  # buffer -> the source names of what makes and reads it
     for inst in entry.instructions:
         buf = plan.value_buffer.get(inst.name)
         if buf is not None:
             names.setdefault(buf, []).extend(list(inst.origin) + ([inst.attrs["ref"]] if "ref" in inst.attrs else []))
-    intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device, names)
+        for o in inst.operands:
+            if o.name in plan.value_buffer and inst.opcode != "tuple":
+                names.setdefault(plan.value_buffer[o.name], []).extend(inst.origin)
+    kv_cache: dict[str, list[int]] = {}
+    for param_buffer, info in module.stats.get("kv_cache", {}).items():
+        kv_cache[param_buffer] = info["token_range"]
+        present = entry.root.operands[info["output_index"]]
+        kv_cache[plan.value_buffer[present.name]] = info["present_tokens"]
+    intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device, names, kv_cache)
     validate("intent", intent)
     (out / "intent.json").write_text(dumps(intent))
 

@@ -113,7 +113,7 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
         "steps": n_steps,
         "step_seconds": [float(f"{s:.9g}") for s in seconds],
         "buffers": entries,
-        "prefetch": prefetch_plan(plan, seconds, device, kv_cache),
+        "prefetch": prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)),
     }
 
 
@@ -129,25 +129,33 @@ def _hidden(b: Buffer, seconds: list[float], device: DeviceModel) -> bool:
 
 
 def prefetch_plan(plan: BufferPlan, seconds: list[float], device: DeviceModel,
-                  kv_cache: dict[str, list[int]]) -> list[dict[str, Any]]:
-    """For each persistent buffer's each use, the latest step at which to start fetching it so the
-    transfer (queued behind earlier prefetches on the one host link) completes before the use."""
+                  kv_cache: dict[str, list[int]], produced: set[str] = frozenset()) -> list[dict[str, Any]]:
+    """For each use of a persistent buffer that no kernel produces (weights, the past KV cache), the
+    latest step at which to start fetching it so that the transfer completes before the use."""
     n = len(seconds)
     requests = []
     for b in plan.buffers.values():
         cls = "KV_CACHE" if b.name in kv_cache else b.tensor_class
-        if cls not in PERSISTENT:
+        if cls not in PERSISTENT or b.name in produced:
             continue
         for u in sorted(set(b.uses)):
             requests.append((u, b.name, device.transfer_seconds(b.bytes)))
     starts: dict[int, list[str]] = {}
+    uses_of = {b.name: sorted(set(b.uses)) for b in plan.buffers.values()}
     for u, name, t in sorted(requests):
-        # Walk back from the use, accumulating compute time, until the transfer fits (wrapping once).
-        acc, s = 0.0, u
+        uses = uses_of[name]
+        prev = uses[uses.index(u) - 1]  # the use before this one, wrapping to the previous inference
+        # Walk back from the use, adding up compute, until the transfer fits; a use that comes too soon
+        # after the previous one gets no prefetch: the buffer is better kept resident in between.
+        acc, s, hidden = 0.0, u, False
         for _ in range(n):
-            if acc >= t:
-                break
             s = (s - 1) % n
+            if s == prev:
+                break
             acc += seconds[s]
-        starts.setdefault(s if acc >= t else (u - n + 1) % n, []).append(name)
-    return [{"step": s, "buffers": sorted(v)} for s, v in sorted(starts.items())]
+            if acc >= t:
+                hidden = True
+                break
+        if hidden or (len(uses) == 1 and s == prev):
+            starts.setdefault(s if hidden else (prev + 1) % n, []).append(name)
+    return [{"step": s, "buffers": sorted(set(v))} for s, v in sorted(starts.items())]

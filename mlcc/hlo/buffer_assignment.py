@@ -54,6 +54,7 @@ class BufferPlan:
     value_buffer: dict[str, str]          # instruction name -> the buffer holding its bytes
     arena_bytes: int
     lower_bound: int
+    in_place: dict[str, str] = field(default_factory=dict)  # output buffer -> operand buffer it overwrites
 
     def buffer_of(self, inst: Instruction) -> Buffer:
         return self.buffers[self.value_buffer[inst.name]]
@@ -102,30 +103,96 @@ def assign_buffers(module: Module) -> BufferPlan:
                 b.uses.append(s)
 
     arena = [b for b in buffers.values() if b.tensor_class == "ACTIVATION"]
-    arena_bytes = _place(arena)
+    shares = _in_place_pairs(steps, buffers, value_buffer)
+    arena_bytes = _place(arena, shares)
     lower_bound = 0
     for s in range(len(steps)):
         live = sum(align(b.bytes) for b in arena if b.first_step <= s <= b.last_step)
         lower_bound = max(lower_bound, live)
-    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound)
+    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares)
     module.buffer_plan = plan
     return plan
 
 
-def _place(buffers: list[Buffer]) -> int:
-    """Greedy by size: each buffer at the lowest offset free over its whole live range."""
-    placed: list[Buffer] = []
+ELEMENTWISE_IN_PLACE = frozenset({
+    "abs", "negate", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "logistic", "sin", "cos", "floor", "ceil",
+    "sign", "relu", "softplus", "reciprocal", "gelu", "convert", "add", "subtract", "multiply", "divide",
+    "maximum", "minimum", "power", "select", "clamp", "compare", "and", "or", "xor", "not"})
+
+
+def _elementwise_path_only(param: Instruction, root: Instruction) -> bool:
+    """Every use of param inside a fused computation is an elementwise op at the root's dims."""
+    work = [param]
+    while work:
+        v = work.pop()
+        for u in v.users:
+            if u.opcode not in ELEMENTWISE_IN_PLACE or u.shape.dims != root.shape.dims:
+                return False
+            if u is not root:
+                work.append(u)
+    return True
+
+
+def in_place_operands(inst: Instruction) -> list[int]:
+    """Operands inst's kernel may overwrite with its result: each element read once, at the very
+    coordinates it writes, before it writes them (elementwise kernels and loop fusions of them)."""
+    if inst.shape.is_tuple:
+        return []
+    if inst.opcode in ELEMENTWISE_IN_PLACE:
+        return list(range(len(inst.operands)))
+    if inst.opcode == "fusion" and inst.attrs.get("kind") == "loop" and inst.called is not None:
+        root = inst.called.root
+        params = inst.called.parameters()
+        return [i for i, p in enumerate(params) if root.opcode != "parameter" and _elementwise_path_only(p, root)]
+    return []
+
+
+def _in_place_pairs(steps: list[Instruction], buffers: dict[str, Buffer], value_buffer: dict[str, str]) -> dict[str, str]:
+    """output buffer -> the dying operand buffer whose bytes it reuses."""
+    shares: dict[str, str] = {}
+    taken: set[str] = set()
+    for s, inst in enumerate(steps):
+        out = buffers.get(value_buffer.get(inst.name, ""))
+        if out is None or out.tensor_class != "ACTIVATION":
+            continue
+        for i in in_place_operands(inst):
+            op = inst.operands[i]
+            src = buffers[value_buffer[op.name]]
+            if (src.tensor_class == "ACTIVATION" and src.last_step == s and src.name not in taken
+                    and op.shape.layout == inst.shape.layout and src.bytes == out.bytes
+                    and sum(1 for o in inst.operands if value_buffer[o.name] == src.name) == 1):
+                shares[out.name] = src.name
+                taken.add(src.name)
+                break
+    return shares
+
+
+def _place(buffers: list[Buffer], shares: dict[str, str] | None = None) -> int:
+    """Greedy by size: each chain of in-place buffers at the lowest offset free over its whole live range."""
+    shares = shares or {}
+    head: dict[str, str] = {}
+    for b in buffers:  # follow out -> in -> in ... to the chain's first buffer
+        n = b.name
+        while n in shares:
+            n = shares[n]
+        head[b.name] = n
+    chains: dict[str, list[Buffer]] = {}
+    for b in buffers:
+        chains.setdefault(head[b.name], []).append(b)
+    spans = [(max(x.bytes for x in c), min(x.first_step for x in c), max(x.last_step for x in c), h, c)
+             for h, c in chains.items()]
+    placed: list[tuple[int, int, int, int]] = []  # offset, end, first, last
     peak = 0
-    for b in sorted(buffers, key=lambda b: (-b.bytes, b.first_step, b.name)):
-        size = align(max(b.bytes, 1))
-        busy = sorted((p.offset, p.offset + align(max(p.bytes, 1))) for p in placed
-                      if p.first_step <= b.last_step and b.first_step <= p.last_step)
+    for nbytes, first, last, name, chain in sorted(spans, key=lambda t: (-t[0], t[1], t[3])):
+        size = align(max(nbytes, 1))
+        busy = sorted((lo, hi) for lo, hi, f, l in placed if f <= last and first <= l)
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
                 break
             offset = max(offset, hi)
-        b.offset = offset
-        placed.append(b)
+        for b in chain:
+            b.offset = offset
+        placed.append((offset, offset + size, first, last))
         peak = max(peak, offset + size)
     return peak

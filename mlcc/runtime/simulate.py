@@ -132,9 +132,13 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
     def used(t: int) -> int:
         return sum(resident.values())
 
+    inflight: set[str] = set()           # prefetched, not yet used: evicted only as a last resort
+
     def make_room(need: int, t: int, protect: set[str], horizon: float = float("inf")) -> bool:
         while used(t) + need > budget:
             candidates = [x for x in resident if x not in protect]
+            if policy == "intent" and any(x not in inflight for x in candidates):
+                candidates = [x for x in candidates if x not in inflight]
             if policy == "lru":
                 candidates = sorted(candidates, key=lambda x: (last_access.get(x, -1), x))
             else:
@@ -142,8 +146,10 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
                     cost = tr.buffers[x].get("eviction_cost", 0.0)
                     return (-next_use(x, t), cost if policy == "intent" else 0, x)
                 candidates = sorted(candidates, key=key)
-                if horizon != float("inf"):  # a prefetch only displaces buffers needed later than itself
-                    candidates = [x for x in candidates if next_use(x, t) > horizon]
+                if horizon != float("inf"):
+                    # A prefetch takes free space only (or space nothing will read again): evicting a live
+                    # buffer early would forgo the room that dying activations free before the use.
+                    candidates = [x for x in candidates if next_use(x, t) == float("inf")]
             if not candidates:
                 return False
             victim = candidates[0]
@@ -172,9 +178,10 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
                 if name in resident:
                     continue
                 nu = next_use(name, t - 1)
-                if make_room(tr.buffers[name]["bytes"], t, set(names), horizon=nu):
+                if make_room(tr.buffers[name]["bytes"], t, set(names) | inflight, horizon=nu):
                     resident[name] = tr.buffers[name]["bytes"]
                     ready_at[name] = fetch(name, now)
+                    inflight.add(name)
         need = set(names)
         wait = now
         for name in names:
@@ -195,6 +202,7 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
         res.peak_resident = max(res.peak_resident, used(t))
         for name in names:
             last_access[name] = t
+            inflight.discard(name)
             if tr.dead_after(name, t):
                 resident.pop(name, None)
     return res

@@ -31,12 +31,18 @@ def test_classes_aliases_and_live_ranges():
     assert (plan.buffers["b"].first_step, plan.buffers["b"].last_step) == (1, 2)
 
 
-def test_live_buffers_never_overlap_and_peak_is_the_lower_bound_here():
+def test_live_buffers_never_overlap_except_an_elementwise_kernel_writing_over_its_dying_input():
     plan = assign_buffers(parse_module(TEXT))
+    # %c = exp(%v) is elementwise and %v (a view of %b) dies at %c's step: %c takes %b's bytes.
+    assert plan.in_place == {"c": "b"}
+    assert plan.buffers["c"].offset == plan.buffers["b"].offset
     arena = plan.arena_buffers()
     for p, q in itertools.combinations(arena, 2):
+        if plan.in_place.get(p.name) == q.name or plan.in_place.get(q.name) == p.name:
+            continue
         if p.first_step <= q.last_step and q.first_step <= p.last_step:
             assert p.offset + align(p.bytes) <= q.offset or q.offset + align(q.bytes) <= p.offset
-    # a (0..3) overlaps b (1..2), c (2..4), d (3..4): at most 3 x 16 KiB live at once.
+    # a (0..3) overlaps b (1..2), c (2..4), d (3..4): 3 x 16 KiB live at once counted apart; with
+    # c over b, two slots suffice from step 2 on, and a, b/c, d fit in three.
     assert plan.lower_bound == 3 * 16384
-    assert plan.arena_bytes == plan.lower_bound
+    assert plan.arena_bytes <= plan.lower_bound
