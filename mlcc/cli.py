@@ -113,6 +113,9 @@ def main() -> None:
 @click.option("--dump-ir", type=click.Path(file_okay=False), default=None, help="Write NN-<pass>.hlo after every pass into DIR.")
 @click.option("--disable-pass", "disable_passes", multiple=True, help="Skip a pass by name. Repeatable.")
 @click.option("--time-passes", is_flag=True, help="Print a table of pass times and instruction counts.")
+@click.option("--explain-fusion", is_flag=True, help="Say, for each producer-consumer edge left unfused, why.")
+@click.option("--check-numerics", is_flag=True, default=None,
+              help="Run every kernel on CPU against the reference evaluator during the build; fail on a mismatch.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Parallel kernel compiles (default: cores).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Kernel cache directory (default ~/.cache/mlcc).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the kernel cache.")
@@ -124,7 +127,8 @@ def main() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
 def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[str, ...], dump_ir: str | None,
-                disable_passes: tuple[str, ...], time_passes: bool, jobs: int | None, cache_dir: str | None,
+                disable_passes: tuple[str, ...], time_passes: bool, explain_fusion: bool, check_numerics: bool | None,
+                jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 as_json: bool,
                 quiet: bool, debug: bool) -> None:
@@ -134,7 +138,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
         cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
-               "device_model": device_model}
+               "device_model": device_model, "check_numerics": check_numerics}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:
@@ -154,6 +158,9 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                            f"{s.get('cache_hits', 0)} from cache)")
         if time_passes and result.pass_records:
             _print_pass_table(result.pass_records)
+        if explain_fusion:
+            for line in result.fusion_explanations:
+                click.echo(f"unfused: {line}", err=True)
 
 
 def _print_pass_table(records: list[Any]) -> None:

@@ -35,6 +35,7 @@ class CompileOptions:
     quiet: bool = False
     config_file: str | None = None     # mlcc.yaml the options came from (hashed as an input)
     device_model: str = "H100"         # what intent.json's costs assume (H100, H200, A100)
+    check_numerics: bool = False       # run every kernel under the interpreter against the reference evaluator
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
@@ -51,6 +52,7 @@ class CompileResult:
     pass_records: list[Any] = field(default_factory=list)
     module: Module | None = None
     build_stats: dict[str, Any] = field(default_factory=dict)
+    fusion_explanations: list[str] = field(default_factory=list)
 
 
 def _sha256_file(path: Path) -> str:
@@ -232,16 +234,28 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     module.is_scheduled = True
     plan = assign_buffers(module)
     kernels, launches = lower_module(module, plan)
+    if options.check_numerics:
+        from mlcc.emit.check_numerics import check_numerics
+        report("numerics", 0, len(launches))
+        check_numerics(module, kernels, launches)
+        report("numerics", len(launches), len(launches))
     cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
     binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
                                            progress=lambda d, t: report("kernels", d, t))
+    from mlcc.hlo.passes.layout_assignment import layout_conversions
+    conversions, conversion_bytes = layout_conversions(module)
+    moved = sum(plan.buffer_of(inst).bytes + sum(plan.buffer_of(o).bytes for o in inst.operands) for inst, _ in launches)
     stats = {"kernels": len(kernels), "launches": len(launches),
              "instructions": sum(1 for _ in module.all_instructions()),
-             "flops": sum(kernels[k].flops for _, k in launches)}
+             "flops": sum(kernels[k].flops for _, k in launches),
+             "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
+             "unfused": module.stats.get("unfused", {}),
+             "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
     build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
     with staged_directory(out_dir) as tmp:
         manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
                                 binaries=binaries, targets=targets, model_info=model_info,
                                 build_info=build_info, stats=stats, device=device)
     _write_depfile(options, out_dir, deps)
-    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats)
+    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
+                         fusion_explanations=list(module.stats.get("fusion_explanations", [])))
