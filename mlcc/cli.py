@@ -123,6 +123,8 @@ def main() -> None:
 @click.option("--depfile", type=click.Path(dir_okay=False), default=None, help="Write a Make dependency file.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None, help="Options file (default ./mlcc.yaml if present).")
 @click.option("--device-model", default=None, help="Device model intent.json's costs assume: H100 (default), H200, A100.")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default=None,
+              help="Type weights are stored and activations computed in (fp32 accumulation). Default fp32.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
@@ -130,7 +132,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 disable_passes: tuple[str, ...], time_passes: bool, explain_fusion: bool, check_numerics: bool | None,
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
-                as_json: bool,
+                precision: str | None, as_json: bool,
                 quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
     import mlcc
@@ -138,7 +140,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
         cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
-               "device_model": device_model, "check_numerics": check_numerics}
+               "device_model": device_model, "check_numerics": check_numerics, "precision": precision}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:
@@ -209,17 +211,19 @@ def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, as_js
 @click.option("--rtol", type=float, default=None, help="Relative tolerance (default by dtype: f32 1e-3).")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance (default by dtype: f32 1e-5).")
 @click.option("--target", "targets", default=None, help="Targets when compiling (default sm_80,sm_90).")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
+              help="Compile at this precision; the default tolerances follow it.")
 @click.option("--json", "as_json", is_flag=True)
 def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device: str, seed: int,
-               rtol: float | None, atol: float | None, targets: str | None, as_json: bool) -> None:
+               rtol: float | None, atol: float | None, targets: str | None, precision: str, as_json: bool) -> None:
     """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
     import mlcc
     from mlcc.compiler import detect_format
-    from mlcc.verify import compare, load_npz, onnxruntime_outputs, random_inputs
+    from mlcc.verify import PRECISION_TOLERANCES, compare, load_npz, onnxruntime_outputs, random_inputs
     with _diagnostics(as_json):
         with contextlib.ExitStack() as stack:
             out_dir = bundle or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-"))) / "b"
-            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"])
+            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"], precision=precision)
             mlcc.compile(model, out_dir, options=opts)
             exe = mlcc.load(out_dir, device=device)
             data = load_npz(inputs_path) if inputs_path else {}
@@ -235,7 +239,9 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
                 reference = "onnxruntime"
             if not expected:
                 raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
-            checks = compare(got, expected, rtol, atol)
+            tol = PRECISION_TOLERANCES[precision]
+            checks = compare(got, expected, rtol if rtol is not None or tol is None else tol[0],
+                             atol if atol is not None or tol is None else tol[1])
         ok = all(c.ok for c in checks)
         if as_json:
             click.echo(json.dumps({"ok": ok, "reference": reference, "outputs": [c.__dict__ | {"shape": list(c.shape)} for c in checks]},

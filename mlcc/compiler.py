@@ -36,12 +36,14 @@ class CompileOptions:
     config_file: str | None = None     # mlcc.yaml the options came from (hashed as an input)
     device_model: str = "H100"         # what intent.json's costs assume (H100, H200, A100)
     check_numerics: bool = False       # run every kernel under the interpreter against the reference evaluator
+    precision: str = "fp32"            # fp32 | tf32 | fp16 | bf16: the type weights are stored and activations computed in
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
         return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
                                                           for k, v in sorted(self.shapes.items())},
-                "disable_passes": sorted(self.disable_passes), "device_model": self.device_model}
+                "disable_passes": sorted(self.disable_passes), "device_model": self.device_model,
+                "precision": self.precision}
 
 
 @dataclass
@@ -143,17 +145,18 @@ def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> 
 Progress = Callable[[str, int, int], None]
 
 
-def compile_pipeline():
-    """Optimization (simplify, recognize) then the backend's passes: layouts, views, fusion."""
+def compile_pipeline(precision: str = "fp32"):
+    """Optimization (simplify, recognize), precision, then the backend's passes: layouts, views, fusion."""
     from mlcc.emit.lower_module import fusion_kinds
     from mlcc.hlo.passes.dce import DeadCodeElimination
     from mlcc.hlo.passes.fusion import Fusion
     from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
+    from mlcc.hlo.passes.precision import ReducedPrecision
     from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
     from mlcc.hlo.passes.pass_manager import Pipeline
     from mlcc.hlo.passes.pipelines import default_pipeline
     from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
-    return Pipeline("compile", [*default_pipeline().passes, KvCacheAnalysis(), LayoutAssignment(),
+    return Pipeline("compile", [*default_pipeline().passes, ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(),
                                 TransposeToBitcast(), ReshapeToBitcast(), DeadCodeElimination(),
                                 Fusion(fusion_kinds()), DeadCodeElimination()])
 
@@ -208,7 +211,9 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         device = device_model(options.device_model)
     except ValueError as e:
         raise UnsupportedError(str(e)) from None
-    pipeline = compile_pipeline()
+    if options.precision not in ("fp32", "tf32", "fp16", "bf16"):
+        raise UnsupportedError(f"unknown precision '{options.precision}' (fp32, tf32, fp16, bf16)")
+    pipeline = compile_pipeline(options.precision)
     names = pipeline_pass_names(pipeline)
     unknown = sorted(set(options.disable_passes) - set(names))
     if unknown:
