@@ -199,7 +199,7 @@ class Fusion(Pass):
             why = _epilogue_ok(trial, heavy)
             if why is not None:
                 return why
-        elif heavy is not None and group.kind in ("output", "attention") and not _feeds_epilogue(trial, p, heavy):
+        elif heavy is not None and group.kind in ("output", "attention") and _feeds_heavy_operands(p, heavy):
             return f"{p.opcode} feeds the {heavy.opcode}'s operands (no prologue fusion)"
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
@@ -243,10 +243,11 @@ class Fusion(Pass):
                 comp.remove(inst)
 
 
-def _feeds_epilogue(group: Group, p: Instruction, heavy: Instruction) -> bool:
-    """p is used only by members downstream of the heavy op (the epilogue), not by the heavy op's inputs."""
-    return all(u is not heavy and (not group.contains(u) or _depends_on(u, heavy) or u.opcode in DATA_MOVEMENT)
-               for u in p.users)
+def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:
+    """p is computed into the contraction's operands (which are read from memory as they are), or into
+    attention's q, k or v; an attention mask, and every epilogue side input, may be computed in-kernel."""
+    operands = heavy.operands[:3] if heavy.opcode == "attention" else heavy.operands
+    return any(o is p for o in operands)  # the heavy op's operands are never members, so only p itself can be
 
 
 def _unique_comp_name(module: Module, hint: str) -> str:

@@ -175,6 +175,8 @@ class LayoutAssignment(Pass):
                 if op.opcode == "constant" and len(op.users) == 1:
                     op.shape = op.shape.with_layout(want)  # weights are laid out at compile time
                     continue
+                if op.opcode == "parameter" and inst.opcode != "bitcast":
+                    continue  # the model's input, read through its own strides: the boundary conversion is in the load
                 inst.set_operand(i, self._convert(comp, op, want, before=inst))
         root = comp.root
         if root is None or root.opcode != "tuple" or self.io_layout != "row-major":

@@ -10,6 +10,16 @@ from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.passes.pass_manager import Pass
 
 
+# A splat read as a dot's or convolution's operand (a filter, a weight matrix) is cheaper stored than
+# recomputed by a kernel every inference: it stays a constant, materialized into the weights file,
+# up to this size. Larger splats, and splats feeding anything else, become broadcasts.
+MATERIALIZE_OPERAND_BYTES = 64 << 20
+
+
+def _read_by_contraction(inst: Instruction) -> bool:
+    return any(u.opcode in ("dot", "convolution") for u in inst.users)
+
+
 class SplatToBroadcast(Pass):
     name = "splat-to-broadcast"
 
@@ -18,6 +28,9 @@ class SplatToBroadcast(Pass):
         for comp in module.computations:
             for inst in list(comp.instructions):
                 if inst.opcode != "constant" or "splat" not in inst.attrs or inst.shape.rank == 0:
+                    continue
+                if (_read_by_contraction(inst) and inst.shape.is_static
+                        and inst.shape.nbytes() <= MATERIALIZE_OPERAND_BYTES):
                     continue
                 scalar = comp.insert_before(inst, Instruction(
                     comp.unique_name(inst.name + ".scalar"), "constant", Shape(inst.shape.dtype, ()),
