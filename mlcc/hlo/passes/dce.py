@@ -32,4 +32,8 @@ class DeadCodeElimination(Pass):
         if len(kept) != len(module.computations):
             module.computations = kept
             changed = True
+        # weights no constant refers to any more (folded away): free their memory
+        refs = {i.attrs["ref"] for i in module.all_instructions() if i.opcode == "constant" and "ref" in i.attrs}
+        for key in [k for k in module.constants if k not in refs]:
+            del module.constants[key]
         return changed

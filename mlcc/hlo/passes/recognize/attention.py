@@ -1,0 +1,373 @@
+"""Scaled dot-product attention: softmax(q · kᵀ * scale [+ mask]) · v -> one ``attention`` op.
+
+Matched at the dot with v, from the forms exporters produce:
+
+- q · kᵀ is a dot contracting the head dim; k may arrive transposed ([..., D, Sk])
+  and q likewise. The scale is a multiply or divide by a constant on the scores, or
+  a multiply on q and/or k before the dot (torch's ``1/sqrt(sqrt(d))`` on both): the
+  op's scale is the product of all of them.
+- masks: an additive mask ``scores + m``; a boolean one ``select(keep, scores, NEG)``
+  (or ``select(drop, NEG, scores)``); an additive ``select(keep, 0, NEG)`` or a
+  constant of 0 / NEG values, where NEG is -inf or at most -1e4 (the dtype's min, -1e9):
+  those are keep masks. A keep mask that is an ``and`` splits into its factors.
+  A factor that keeps key j for query i exactly when j <= i + (Sk - Sq) (a constant
+  pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``.
+- softmax over the keys, with or without torch's ``select(is-nan(p), 0, p)`` guard
+  for fully masked rows (attention already gives those rows 0), in f32 between two
+  converts for half-precision scores.
+- k and v whose heads were repeated for grouped-query attention (transformers'
+  repeat_kv: unsqueeze, expand, reshape) are read un-repeated: the op shares them.
+
+q, k, v come out as [..., S, D]; head split and merge reshapes and transposes stay
+outside for layout assignment. Anything else (two additive masks, a scale applied
+after a mask, mismatched batch dims) is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlcc.hlo.ir import Instruction, Module, is_float, is_int
+from mlcc.hlo.passes.algsimp.convert import exact
+from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, scalar_value, var
+from mlcc.hlo.passes.views import is_degenerate_reshape, order_preserving, peel_views
+
+MASKED_BELOW = -1e4          # a mask value at or below this removes the score
+CAUSAL_CHECK_ELEMENTS = 1 << 22
+
+
+@dataclass
+class Factor:
+    """A pred keep-mask factor (or an additive float mask) and where its non-1 dims land in the scores."""
+
+    value: Instruction
+    pos: dict[int, int]
+    negate: bool = False
+
+
+@dataclass
+class Scores:
+    dot: Instruction
+    scale: float = 1.0
+    keep: list[Factor] = field(default_factory=list)
+    additive: list[Factor] = field(default_factory=list)
+
+
+def _masked_value(v: Instruction, module: Module | None) -> bool:
+    c = scalar_value(v, module)
+    return c is not None and not isinstance(c, bool) and c <= MASKED_BELOW
+
+
+def _scores_dot(dot: Instruction) -> bool:
+    rank = dot.shape.rank
+    batch = tuple(range(rank - 2))
+    a = dot.attrs
+    return (rank >= 2 and dot.operands[0].shape.rank == rank and dot.operands[1].shape.rank == rank
+            and tuple(a["lhs_batch_dims"]) == batch and tuple(a["rhs_batch_dims"]) == batch
+            and len(a["lhs_contracting_dims"]) == 1 and len(a["rhs_contracting_dims"]) == 1
+            and a["lhs_contracting_dims"][0] >= rank - 2 and a["rhs_contracting_dims"][0] >= rank - 2)
+
+
+def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
+    """The q·kᵀ dot under the scores, with the scale and masks applied on the way."""
+    if s.opcode == "dot":
+        return Scores(s) if _scores_dot(s) else None
+    pos = {d: d for d in range(s.shape.rank) if s.shape.dims[d] != 1}
+    if s.opcode in ("multiply", "divide"):
+        orders = [s.operands, list(reversed(s.operands))] if s.opcode == "multiply" else [s.operands]
+        for a, b in orders:
+            c = scalar_value(b, module)
+            if c is None or isinstance(c, bool) or (s.opcode == "divide" and c == 0):
+                continue
+            inner = _parse_scores(a, module)
+            if inner is None or inner.keep or inner.additive:
+                return None
+            inner.scale = inner.scale * float(c) if s.opcode == "multiply" else inner.scale / float(c)
+            return inner
+        return None
+    if s.opcode == "add":
+        for a, b in (s.operands, reversed(s.operands)):
+            inner = _parse_scores(a, module)
+            if inner is not None:
+                inner.additive.append(Factor(b, pos))
+                return inner
+        return None
+    if s.opcode == "select":
+        p, on_true, on_false = s.operands
+        if _masked_value(on_false, module):
+            inner = _parse_scores(on_true, module)
+            if inner is not None:
+                inner.keep.append(Factor(p, pos))
+            return inner
+        if _masked_value(on_true, module):
+            inner = _parse_scores(on_false, module)
+            if inner is not None:
+                inner.keep.append(Factor(p, pos, negate=True))
+            return inner
+    return None
+
+
+def _compose(outer: dict[int, int], inner: dict[int, int]) -> dict[int, int]:
+    return {i: outer[o] for i, o in inner.items()}
+
+
+def _keep_factors(f: Factor) -> list[Factor]:
+    """A keep mask split at its ``and``s (a negated one stays whole)."""
+    src, pos = peel_views(f.value)
+    pos = _compose(f.pos, pos)
+    if src.opcode == "and" and not f.negate:
+        return [g for operand in src.operands for g in _keep_factors(Factor(operand, pos))]
+    if src.opcode == "select" and scalar_value(src.operands[1]) is True and scalar_value(src.operands[2]) is False:
+        return _keep_factors(Factor(src.operands[0], pos, f.negate))  # jnp.tril(ones): the predicate itself
+    return [Factor(src, pos, f.negate)]
+
+
+def _as_keep(f: Factor, module: Module | None) -> Factor | None:
+    """An additive mask that only holds 0 or NEG values, as a keep mask."""
+    src, pos = peel_views(f.value)
+    pos = _compose(f.pos, pos)
+    if src.opcode == "select" and scalar_value(src.operands[1], module) == 0 \
+            and _masked_value(src.operands[2], module):
+        return Factor(src.operands[0], pos)
+    return None
+
+
+def _tril(data: np.ndarray, pos: dict[int, int], rank: int) -> bool:
+    """Whether data (placed by pos into [..., Sq, Sk] scores) keeps exactly j <= i + (Sk - Sq)."""
+    rows = [i for i, p in pos.items() if p == rank - 2]
+    cols = [i for i, p in pos.items() if p == rank - 1]
+    if len(rows) != 1 or len(cols) != 1:
+        return False
+    grid = np.moveaxis(data, [rows[0], cols[0]], [-2, -1])
+    sq, sk = grid.shape[-2:]
+    grid = grid.reshape(-1, sq, sk)
+    want = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+    return bool(np.all(grid == want[None]))
+
+
+def _iota_index(v: Instruction, module: Module | None) -> tuple[int, int] | None:
+    """(dim, offset) when v[..] == index along dim + offset (iotas, broadcasts, converts, constant shifts)."""
+    if v.opcode == "iota" and is_int(v.shape.dtype):
+        return v.attrs["iota_dimension"], 0
+    if v.opcode == "broadcast":
+        inner = _iota_index(v.operands[0], module)
+        return None if inner is None else (v.attrs["dimensions"][inner[0]], inner[1])
+    if v.opcode == "convert" and is_int(v.shape.dtype) and exact(v.operands[0].shape.dtype, v.shape.dtype):
+        return _iota_index(v.operands[0], module)
+    if v.opcode in ("add", "subtract"):
+        c = scalar_value(v.operands[1], module)
+        inner = _iota_index(v.operands[0], module)
+        if (inner is None or c is None) and v.opcode == "add":
+            c, inner = scalar_value(v.operands[0], module), _iota_index(v.operands[1], module)
+        if inner is None or c is None or isinstance(c, (bool, float)):
+            return None
+        return inner[0], inner[1] + (c if v.opcode == "add" else -c)
+    return None
+
+
+def _iota_causal(cmp: Instruction, pos: dict[int, int], rank: int, negate: bool, module: Module | None) -> bool:
+    """compare(row iota + a, column iota + b) (or its negation) keeping exactly j <= i + (Sk - Sq)."""
+    if cmp.opcode != "compare":
+        return False
+    lhs, rhs = _iota_index(cmp.operands[0], module), _iota_index(cmp.operands[1], module)
+    if lhs is None or rhs is None:
+        return False
+    direction = cmp.attrs["direction"]
+    if negate:  # integers: not(a >= b) is a < b
+        direction = {"GE": "LT", "GT": "LE", "LE": "GT", "LT": "GE"}.get(direction)
+    flipped = {"GE": "LE", "GT": "LT", "LE": "GE", "LT": "GT"}
+    place = {pos.get(lhs[0]): lhs, pos.get(rhs[0]): rhs}
+    if set(place) != {rank - 2, rank - 1}:
+        return False
+    if pos.get(lhs[0]) == rank - 1:       # written as column OP row: flip it to row OP column
+        direction = flipped.get(direction)
+    row, col = place[rank - 2], place[rank - 1]
+    # keep when i + row_offset >= j + col_offset (GE) or > (GT): j <= i + shift
+    if direction == "GE":
+        shift = row[1] - col[1]
+    elif direction == "GT":
+        shift = row[1] - col[1] - 1
+    else:
+        return False
+    dims = {p: cmp.shape.dims[i] for i, p in pos.items()}
+    sq, sk = dims[rank - 2], dims[rank - 1]
+    return isinstance(sq, int) and isinstance(sk, int) and shift == sk - sq
+
+
+def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> bool:
+    """Whether the factor keeps exactly the causal pattern (a negated factor: drops exactly its complement)."""
+    src = f.value
+    if src.opcode == "constant" and src.shape.is_static and src.shape.numel() <= CAUSAL_CHECK_ELEMENTS:
+        data = constant_array(src, module)
+        if data is None:
+            return False
+        if additive:
+            if not is_float(src.shape.dtype) or not np.all((data == 0) | (data <= MASKED_BELOW)):
+                return False
+            data = data == 0
+        elif src.shape.dtype != "pred":
+            return False
+        return _tril(~data if f.negate else data, f.pos, rank)
+    return not additive and _iota_causal(src, f.pos, rank, f.negate, module)
+
+
+def _mask_operand(rw: Rewriter, f: Factor, rank: int) -> Instruction | None:
+    """The factor as an operand that broadcasts numpy-style to the rank-``rank`` scores."""
+    src = f.value
+    if not order_preserving(f.pos):
+        return None
+    lead = rank - src.shape.rank
+    if lead >= 0 and all(p == i + lead for i, p in f.pos.items()):
+        return rw.op("not", [src]) if f.negate else src  # already lines up numpy-style
+    dims = [1] * rank
+    for i, p in f.pos.items():
+        dims[p] = src.shape.dims[i]
+    if not is_degenerate_reshape(src.shape.dims, dims):
+        return None
+    mask = rw.reshape(src, dims)
+    return rw.op("not", [mask]) if f.negate else mask
+
+
+def _unscaled(x: Instruction, module: Module | None) -> tuple[Instruction, float]:
+    """x without constant multipliers, and their product."""
+    scale = 1.0
+    while x.opcode == "multiply":
+        for a, b in (x.operands, reversed(x.operands)):
+            c = scalar_value(b, module)
+            if c is not None and not isinstance(c, bool):
+                scale *= float(c)
+                x = a
+                break
+        else:
+            break
+    return x, scale
+
+
+def _unguarded(p: Instruction, module: Module | None) -> Instruction:
+    """p without torch's select(is-nan(p), 0, p)."""
+    if p.opcode == "select":
+        pred, zero, value = p.operands
+        if pred.opcode == "is-nan" and pred.operands[0] is value and scalar_value(zero, module) == 0:
+            return value
+    return p
+
+
+def _probabilities(p: Instruction, module: Module | None) -> tuple[Instruction, Instruction] | None:
+    """(softmax, the scores it normalizes) under p: through the is-nan guard, and through the round trip
+    to f32 of half-precision scores (torch's ``softmax(w, dtype=float32).to(half)``)."""
+    p = _unguarded(p, module)
+    half = None
+    if p.opcode == "convert" and p.shape.dtype in ("f16", "bf16") and p.operands[0].shape.dtype == "f32":
+        half, p = p.shape.dtype, _unguarded(p.operands[0], module)
+    if p.opcode != "softmax" or p.attrs.get("log", False) or p.attrs["dimension"] != p.shape.rank - 1:
+        return None
+    scores = p.operands[0]
+    if half is not None:
+        if scores.opcode != "convert" or scores.operands[0].shape.dtype != half:
+            return None
+        scores = scores.operands[0]
+    return p, scores
+
+
+def _repeated_heads(x: Instruction) -> tuple[Instruction, tuple] | None:
+    """(kv, its dims [B, Hkv, S, D]) when x [B, H, S, D] repeats each head of kv H/Hkv times in a row
+    (transformers' repeat_kv: unsqueeze, expand, reshape), which grouped-query attention reads directly."""
+    if x.opcode != "reshape" or x.shape.rank != 4 or x.operands[0].opcode != "broadcast":
+        return None
+    b = x.operands[0]
+    if b.shape.rank != 5 or not b.shape.is_static or not x.shape.is_static:
+        return None
+    batch, kv_heads, repeats, seq, dim = b.shape.dims
+    if (batch, kv_heads * repeats, seq, dim) != tuple(x.shape.dims) or repeats < 2:
+        return None
+    src, pos = peel_views(b)
+    if not order_preserving(pos) or sorted(pos.values()) != [d for d in (0, 1, 3, 4) if b.shape.dims[d] != 1]:
+        return None
+    return src, (batch, kv_heads, seq, dim)
+
+
+def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list[Factor], list[Factor]]:
+    """(causal, keep factors left, additive masks left) for the masks found on the scores."""
+    keep = list(scores.keep)
+    additive: list[Factor] = []
+    causal = False
+    for f in scores.additive:
+        as_keep = _as_keep(f, module)
+        src, pos = peel_views(f.value)
+        peeled = Factor(src, _compose(f.pos, pos))
+        if as_keep is not None:
+            keep.append(as_keep)
+        elif _is_causal(peeled, rank, module, additive=True):
+            causal = True
+        else:
+            additive.append(peeled)
+    rest: list[Factor] = []
+    for f in (g for k in keep for g in _keep_factors(k)):
+        if scalar_value(f.value, module) is True and not f.negate:
+            continue
+        if _is_causal(f, rank, module):
+            causal = True
+        else:
+            rest.append(f)
+    return causal, rest, additive
+
+
+def _swap_last(rw: Rewriter, x: Instruction) -> Instruction:
+    """x with its last two dims swapped (composed with x's own transpose, if it is one)."""
+    rank = x.shape.rank
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    if x.opcode == "transpose":
+        inner = x.attrs["dimensions"]
+        return rw.transpose(x.operands[0], [inner[p] for p in perm])
+    return rw.transpose(x, perm)
+
+
+def _attention(rw: Rewriter, m: Match) -> Instruction | None:
+    pv = m.root
+    rank = pv.shape.rank
+    p, v = pv.operands
+    if not is_float(pv.shape.dtype) or not _scores_dot(pv) or tuple(pv.attrs["lhs_contracting_dims"]) != (rank - 1,):
+        return None
+    found = _probabilities(p, rw.module)
+    scores = None if found is None else _parse_scores(found[1], rw.module)
+    if scores is None:
+        return None
+    qk = scores.dot
+    dtypes = {pv.shape.dtype, v.shape.dtype, p.shape.dtype, qk.shape.dtype, *(o.shape.dtype for o in qk.operands)}
+    if len(dtypes) != 1:
+        return None
+    causal, keep, additive = _masks(scores, rank, rw.module)
+    if len(keep) + len(additive) > 1:
+        return None
+    q, q_scale = _unscaled(qk.operands[0], rw.module)
+    k, k_scale = _unscaled(qk.operands[1], rw.module)
+    scale = scores.scale * q_scale * k_scale
+    if not math.isfinite(scale):
+        return None
+    mask = None
+    for f in keep + additive:
+        mask = _mask_operand(rw, f, rank)
+        if mask is None:
+            return None
+    if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
+        q = _swap_last(rw, q)
+    if tuple(qk.attrs["rhs_contracting_dims"]) != (rank - 1,):
+        k = _swap_last(rw, k)
+    if tuple(pv.attrs["rhs_contracting_dims"]) != (rank - 2,):
+        v = _swap_last(rw, v)
+    shared_k, shared_v = _repeated_heads(k), _repeated_heads(v)
+    if shared_k is not None and shared_v is not None and shared_k[1][1] == shared_v[1][1]:
+        k, v = rw.reshape(shared_k[0], shared_k[1]), rw.reshape(shared_v[0], shared_v[1])
+    operands = [q, k, v] + ([mask] if mask is not None else [])
+    return rw.op("attention", operands, scale=scale, causal=causal)
+
+
+RULES = [Rule("attention", op("dot", var("p"), var("v")), _attention)]
+
+
+class RecognizeAttention(RewritePass):
+    def __init__(self) -> None:
+        super().__init__("recognize-attention", RULES)
