@@ -148,7 +148,7 @@ class Fusion(Pass):
             group = owner.get(id(inst))
             if group is None:
                 kind = _kind_of(inst)
-                if kind is None:
+                if kind is None or inst.opcode == "bitcast":  # a bitcast is a view: it joins fusions, never roots one
                     continue
                 group = Group(inst, kind, [inst], inst if kind != "loop" else None)
                 owner[id(inst)] = group
