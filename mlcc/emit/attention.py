@@ -7,6 +7,10 @@ causal limit and the mask are applied in the kernel: a pred mask keeps scores,
 any other mask is added, and a mask broadcasts by a stride of 0 along its size-1
 or missing dims. With fewer k/v heads than q heads (grouped-query), q head h
 reads kv head h // (Hq / Hkv).
+
+An attention fusion computes its mask in the kernel: the loop ops producing it are evaluated per
+[BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/fused.py), so the mask is never
+materialized either; q, k and v are the fusion's parameters, read as they are.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlcc.emit.coords import MAX_GRID_Y, Axis, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
+from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
+                             needs_int64, pointer_params, read_as_is)
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -70,9 +76,23 @@ def _launch(sq: int, sk: int, d: int, dv: int, bh: int, dtype: str, interpreter:
 
 @lowering("attention")
 def lower_attention(inst: Instruction, kernel_name: str) -> Kernel:
-    q, k, v = (op.shape for op in inst.operands[:3])
+    qkv = [FusedOperand(i, op.shape) for i, op in enumerate(inst.operands[:3])]
+    return attention_kernel(inst, kernel_name, qkv, None)
+
+
+@lowering("fusion:attention")
+def lower_attention_fusion(inst: Instruction, kernel_name: str) -> Kernel:
+    """Attention with its mask computed in the kernel (and any elementwise epilogue on its result)."""
+    heavy = heavy_op(inst, ("attention",))
+    return attention_kernel(heavy, kernel_name, [read_as_is(op, inst) for op in heavy.operands[:3]], inst)
+
+
+def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand],
+                     fusion: Instruction | None) -> Kernel:
+    """The kernel of attention inst reading q, k, v from qkv; the mask and the epilogue from fusion if any."""
+    q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
-    out = inst.shape
+    out = (fusion or inst).shape
     qd, kd = static_dims(q, inst), static_dims(k, inst)
     vd = static_dims(v, inst)
     rank = q.rank
@@ -87,13 +107,13 @@ def lower_attention(inst: Instruction, kernel_name: str) -> Kernel:
 
     tensors = [q, out, k, v]
     lead_strides = [strides(t)[:-2] for t in tensors]
-    if mask is not None:
+    if mask is not None and fusion is None:
         lead_strides.append(_broadcast_strides(mask, qd[:-1] + (sk,))[:-2])
     n_outer = max(rank - 3, 0)
     outer_axes = merge_axes(Axis(qd[i], tuple(s[i] for s in lead_strides)) for i in range(n_outer))
     head_strides = tuple(s[rank - 3] for s in lead_strides) if heads else ()
     if mask is not None:
-        mask_strides = _broadcast_strides(mask, qd[:-1] + (sk,))
+        mask_strides = _broadcast_strides(mask, qd[:-1] + (sk,))  # (checks that it broadcasts)
         mask_tile = TileStrides(mask_strides[-2], mask_strides[-1])
         mask_kind = "pred" if mask.dtype == "pred" else "additive"
     else:
@@ -101,15 +121,50 @@ def lower_attention(inst: Instruction, kernel_name: str) -> Kernel:
     batch_heads = numel(qd[:-2])
 
     compute = "f64" if q.dtype == "f64" else "f32"
-    source = render("attention.py.jinja", kernel_name=kernel_name, sq=sq, sk=sk, d=d, dv=dv,
+    names = [f"in{i}" for i in range(len(inst.operands))] + ["out0"]
+    pointers = [triton_pointer(op.shape) for op in inst.operands] + [triton_pointer(out)]
+    wide = is_wide(q, k, v, out)
+    fused: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
+    flops = 2 * batch_heads * sq * sk * (d + dv)
+    if fusion is not None:
+        names = pointer_params(fusion)
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        wide = needs_int64(fusion, q, k, v, out)
+        fused, ops = _fused_sections(inst, fusion, compute, wide)
+        flops += ops
+    source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
+                    q_ptr=qkv[0].ptr, k_ptr=qkv[1].ptr, v_ptr=qkv[2].ptr, sq=sq, sk=sk, d=d, dv=dv,
                     heads=heads, group=group, outer_axes=outer_axes, head_strides=head_strides,
                     q=_tile_strides(q), k=_tile_strides(k), v=_tile_strides(v), out=_tile_strides(out),
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
                     scale=float(inst.attrs["scale"]), ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
-                    wide=is_wide(q, k, v, out))
-    return Kernel(kernel_name, "attention.py.jinja", source, [triton_pointer(op.shape) for op in inst.operands]
-                  + [triton_pointer(out)],
+                    wide=wide, **fused)
+    return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
-                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True),
-                  flops=2 * batch_heads * sq * sk * (d + dv))
+                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops)
+
+
+def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
+                    wide: bool) -> tuple[dict[str, Section | None], int]:
+    """The mask over a [BLOCK_M, BLOCK_N] score tile and the fused root over a [BLOCK_M, BLOCK_DV]
+    output tile; a program's (batch..., head) is pid_b, row-major over q's leading dims."""
+    q = inst.operands[0].shape
+    rank = q.rank
+    lead = Lanes("pid_b", tuple(range(rank - 2)), per_lane=False)
+    sections: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
+    flops = 0
+    if len(inst.operands) > 3:
+        mask = inst.operands[3]
+        scores = [int(n) for n in q.dims[:-1]] + [int(inst.operands[1].shape.dims[-2])]
+        em = TileEmitter(fusion, "m_", "BLOCK_M, BLOCK_N", scores,
+                         [lead, Lanes("lane_q", (rank - 2,)), Lanes("lane_k", (rank - 1,))], wide)
+        em.section(mask, broadcast_coords(em.coords, mask.shape))
+        (sections["mask_section"],) = em.sections()
+        flops += em.ops * numel(scores)
+    if fusion.called.root is not inst:
+        sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
+                                                                             Lanes("lane_dv", (rank - 1,))],
+                                             "BLOCK_M, BLOCK_DV", wide)
+        flops += ops * inst.shape.numel()
+    return sections, flops

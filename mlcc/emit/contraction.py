@@ -12,6 +12,10 @@ inputs; integers multiply and sum in 32 or 64 bits. Triton's interpreter stores
 bf16 as raw uint16 bits and its tl.dot multiplies those bits, so bf16 kernels
 take a DOT_F32 constexpr: 0 on GPUs, 1 in the interpreter config, where the
 operands are widened to f32 first (bf16 products are exact in f32).
+
+An output fusion (a contraction plus an elementwise epilogue: bias, activation, residual, scale, cast)
+is the same kernel with the fused root evaluated on the accumulator tile before the store
+(mlcc/emit/fused.py); its operands are the fusion's parameters, read as they are.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from dataclasses import dataclass
 
 from mlcc.emit.coords import (MAX_GRID_Y, Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide,
                               largest_pow2_at_most, merge_axes, numel, static_dims, strides)
+from mlcc.emit.fused import (FusedOperand, Lanes, Section, epilogue, heavy_op, needs_int64, pointer_params,
+                             read_as_is)
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
 from mlcc.errors import UnsupportedError
-from mlcc.hlo.ir import Instruction
+from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.shape_inference import conv_dim_labels
 
 _DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take the multiply-and-sum path
@@ -61,15 +67,66 @@ def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: b
     return LaunchConfig(constexprs, (tiles, max(batch, 1), 1), num_warps=warps, num_stages=stages)
 
 
+def _acc_dtype(dtype: str) -> str:
+    return "f32" if dtype in _HALF else accumulator_dtype(dtype)
+
+
 def _precision(dtype: str) -> dict:
-    acc = "f32" if dtype in _HALF else accumulator_dtype(dtype)
     return {"use_dot": uses_tl_dot(dtype), "ieee": dtype in ("f32", "f64"), "bf16_dot": dtype == "bf16",
-            "acc_type": tl_type(acc)}
+            "acc_type": tl_type(_acc_dtype(dtype))}
 
 
-@lowering("dot")
-def lower_dot(inst: Instruction, kernel_name: str) -> Kernel:
-    lhs, rhs, out = inst.operands[0].shape, inst.operands[1].shape, inst.shape
+@dataclass(frozen=True)
+class Operands:
+    """Where a contraction kernel reads and writes: its two operands, its result and every pointer param."""
+    contraction: Instruction    # the dot or convolution
+    lhs: FusedOperand
+    rhs: FusedOperand
+    out: Shape
+    inputs: tuple[Shape, ...]   # every input pointer's shape, in order (a fusion's operands)
+    fusion: Instruction | None  # the output fusion whose root is the epilogue, if any
+
+    @staticmethod
+    def of(inst: Instruction) -> Operands:
+        """A contraction alone, or the one in an output fusion."""
+        if inst.opcode != "fusion":
+            lhs, rhs = (op.shape for op in inst.operands)
+            return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None)
+        heavy = heavy_op(inst, ("dot", "convolution"))
+        lhs, rhs = (read_as_is(op, inst) for op in heavy.operands)
+        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst)
+
+    def template_args(self) -> dict:
+        params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
+        return {"params": params, "lhs": self.lhs.ptr, "rhs": self.rhs.ptr}
+
+    def pointers(self) -> list[str]:
+        return [triton_pointer(s) for s in self.inputs] + [triton_pointer(self.out)]
+
+    def wide(self) -> bool:
+        shapes = (self.lhs.shape, self.rhs.shape, self.out, *self.inputs)
+        return is_wide(*shapes) if self.fusion is None else needs_int64(self.fusion, *shapes)
+
+    def epilogue(self, lanes: list[Lanes]) -> tuple[Section | None, int]:
+        """The fused root over the [BLOCK_M, BLOCK_N] accumulator tile (none for a plain contraction)."""
+        if self.fusion is None:
+            return None, 0
+        acc = _acc_dtype(self.lhs.shape.dtype)
+        section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide())
+        return section, ops * self.out.numel()
+
+
+@lowering("dot", "convolution", "fusion:output")
+def lower_contraction(inst: Instruction, kernel_name: str) -> Kernel:
+    """A dot or a convolution, alone or with its elementwise epilogue (an output fusion)."""
+    io = Operands.of(inst)
+    build = dot_kernel if io.contraction.opcode == "dot" else convolution_kernel
+    return build(io, kernel_name)
+
+
+def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
+    inst = io.contraction
+    lhs, rhs, out = io.lhs.shape, io.rhs.shape, io.out
     ld, rd = static_dims(lhs, inst), static_dims(rhs, inst)
     lb, lc = list(inst.attrs["lhs_batch_dims"]), list(inst.attrs["lhs_contracting_dims"])
     rb, rc = list(inst.attrs["rhs_batch_dims"]), list(inst.attrs["rhs_contracting_dims"])
@@ -83,15 +140,19 @@ def lower_dot(inst: Instruction, kernel_name: str) -> Kernel:
     k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)]))
     m, n, k = numel([ld[d] for d in lf]), numel([rd[d] for d in rf]), numel([ld[d] for d in lc])
     batch = numel([ld[d] for d in lb])
+    # the output's dims: batch (one element per program, grid axis 1), then lhs free (rows), rhs free (cols)
+    fused, fused_flops = io.epilogue([Lanes("pid_b", tuple(range(nb)), per_lane=False),
+                                      Lanes("lane_m", tuple(range(nb, nb + nlf))),
+                                      Lanes("lane_n", tuple(range(nb + nlf, out.rank)))])
 
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
-                    out_type=tl_type(out.dtype), wide=is_wide(lhs, rhs, out), **_precision(lhs.dtype))
-    pointers = [triton_pointer(lhs), triton_pointer(rhs), triton_pointer(out)]
-    return Kernel(kernel_name, "matmul.py.jinja", source, pointers,
+                    out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, **io.template_args(),
+                    **_precision(lhs.dtype))
+    return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True),
-                  flops=2 * batch * m * n * k)
+                  flops=2 * batch * m * n * k + fused_flops)
 
 
 @dataclass(frozen=True)
@@ -111,9 +172,9 @@ def _label_dims(labels: str) -> dict[str, int]:
     return {label: i for i, label in enumerate(labels)}
 
 
-@lowering("convolution")
-def lower_convolution(inst: Instruction, kernel_name: str) -> Kernel:
-    x, w, out = inst.operands[0].shape, inst.operands[1].shape, inst.shape
+def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
+    inst = io.contraction
+    x, w, out = io.lhs.shape, io.rhs.shape, io.out
     xd, wd, od = static_dims(x, inst), static_dims(w, inst), static_dims(out, inst)
     xl, wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"]))
     xs, ws, os = strides(x), strides(w), strides(out)
@@ -142,17 +203,20 @@ def lower_convolution(inst: Instruction, kernel_name: str) -> Kernel:
                for s in range(spatial_n)]
     m = numel([od[ol[lab]] for lab in m_order])
     k = cin_g * numel(window)
+    # rows: batch and output positions in m_order; columns: output features (lane_f, every group's)
+    fused, fused_flops = io.epilogue([Lanes("lane_m", tuple(ol[lab] for lab in m_order)),
+                                      Lanes("lane_f", (ol["f"],))])
 
     common = dict(kernel_name=kernel_name, m=m, k=k, groups=groups, m_axes=m_axes, k_axes=k_axes, spatial=spatial,
                   batch_axis=m_order.index("b"), batch_stride=xs[xl["b"]], group_in_stride=cin_g * xs[xl["f"]],
                   w_out_stride=ws[wl["o"]], out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
-                  wide=is_wide(x, w, out))
-    pointers = [triton_pointer(x), triton_pointer(w), triton_pointer(out)]
-    flops = 2 * groups * m * n * k
+                  wide=io.wide(), epilogue=fused, **io.template_args())
+    pointers = io.pointers()
+    flops = 2 * groups * m * n * k + fused_flops
     if groups > 1 and n < MIN_DOT_TILE:
         # depthwise and narrow groups: a matmul tile per group would be mostly padding
-        acc = tl_type(accumulator_dtype("f32" if x.dtype in _HALF else x.dtype))
-        source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=acc, **common)
+        source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=tl_type(_acc_dtype(x.dtype)),
+                        **common)
         return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
                       gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
                       interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops)

@@ -14,7 +14,7 @@ Masks say which lanes may touch memory: a variable name is that predicate,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,9 +210,10 @@ class Body:
         self.depth -= 1
 
     # ---- cleanup
-    def live(self) -> list[dict[str, Any]]:
-        """The statements minus those whose result nothing reads, and loops left empty."""
-        needed: set[str] = set()
+    def live(self, keep: Collection[str] = ()) -> list[dict[str, Any]]:
+        """The statements minus those whose result nothing reads (no store, no variable in keep),
+        and loops left empty."""
+        needed: set[str] = set(keep)
         live = [False] * len(self.stmts)
         for i in reversed(range(len(self.stmts))):
             s = self.stmts[i]

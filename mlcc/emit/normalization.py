@@ -3,17 +3,28 @@
 A row kernel gives each program BLOCK_ROWS rows of the normalized dims as a 2-D
 tile; a row longer than BLOCK_C is walked in chunks (a pass per statistic),
 one that fits is read once. Statistics are f32 (f64 for f64 inputs).
+
+As the heavy op of an input fusion (lowered in mlcc/emit/reduction.py), a row kernel computes x, the
+scale and the bias from the fusion's loop ops at each chunk's coordinates, and the fused root from
+the normalized value y before storing it (mlcc/emit/fused.py).
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mlcc.emit.coords import Axis, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
+from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
 from mlcc.hlo.ir import Instruction
 
 
+def _compute_dtype(dtype: str) -> str:
+    return "f64" if dtype == "f64" else "f32"
+
+
 def _compute_type(dtype: str) -> str:
-    return tl_type("f64" if dtype == "f64" else "f32")
+    return tl_type(_compute_dtype(dtype))
 
 
 def _row_launch(num_rows: int, row_size: int, interpreter: bool) -> LaunchConfig:
@@ -30,9 +41,10 @@ def _row_launch(num_rows: int, row_size: int, interpreter: bool) -> LaunchConfig
                         (max(1, cdiv(num_rows, block_rows)), 1, 1), num_warps=warps, num_stages=1)
 
 
-def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[int], epsilon: float) -> Kernel:
+def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[int], epsilon: float,
+                fusion: Instruction | None = None) -> Kernel:
     """Rows over the dims not in `normalized`; columns over `normalized`, whose params (if any) follow x."""
-    x, out = inst.operands[0].shape, inst.shape
+    x, out = inst.operands[0].shape, (fusion or inst).shape
     dims = static_dims(x, inst)
     xs, os = strides(x), strides(out)
     params = [p.shape for p in inst.operands[1:]]
@@ -42,21 +54,54 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
     col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
                           for j, d in enumerate(normalized))
     num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
-    source = render("row_norm.py.jinja", kernel_name=kernel_name, op=op, num_rows=num_rows, row_size=row_size,
-                    row_axes=row_axes, col_axes=col_axes, epsilon=epsilon, compute_type=_compute_type(x.dtype),
-                    out_type=tl_type(out.dtype), wide=is_wide(x))
     per_element = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "rms_norm": 4}[op]
-    return Kernel(kernel_name, "row_norm.py.jinja", source,
-                  [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)],
+    flops = per_element * x.numel()
+    names = ["in0", *[f"in{i + 1}" for i in range(len(params))], "out0"]
+    pointers = [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)]
+    wide = is_wide(x)
+    sections: dict[str, Section | None] = {"prologue": None, "scale": None, "bias": None, "epilogue": None}
+    if fusion is not None:
+        names = pointer_params(fusion)
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        wide = needs_int64(fusion, x)
+        sections, ops = _fused_sections(inst, fusion, rows, normalized, wide)
+        flops += ops * x.numel()
+    source = render("row_norm.py.jinja", kernel_name=kernel_name, params=names, op=op, num_rows=num_rows,
+                    row_size=row_size, row_axes=row_axes, col_axes=col_axes, epsilon=epsilon,
+                    compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide, **sections)
+    return Kernel(kernel_name, "row_norm.py.jinja", source, pointers,
                   gpu=_row_launch(num_rows, row_size, interpreter=False),
-                  interpreter=_row_launch(num_rows, row_size, interpreter=True),
-                  flops=per_element * x.numel())
+                  interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops)
+
+
+def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],
+                    wide: bool) -> tuple[dict[str, Section | None], int]:
+    """x, the scale and the bias at a chunk's lanes (rows by columns), then the fused root from y."""
+    x = inst.operands[0].shape
+    xs = strides(x)
+    row_order = tuple(sorted(rows, key=lambda d: -xs[d]))  # the order of row_axes' flat index
+    em = TileEmitter(fusion, "f_", "BLOCK_ROWS, BLOCK_C", [int(d) for d in x.dims],
+                     [Lanes("lane_rows", row_order), Lanes("lane_c", tuple(normalized))], wide)
+    em.section(inst.operands[0])
+    for param in inst.operands[1:]:  # the scale and the bias, at the columns only
+        em.section(param, tuple(em.coords[d] for d in normalized), mask="mask_c")
+    root = check_root(fusion, inst)
+    em.bind(inst, "y", _compute_dtype(x.dtype))
+    em.section(root)
+    prologue, *params, fused_epilogue = em.sections()
+    sections = {"prologue": prologue, "scale": None, "bias": None, "epilogue": fused_epilogue}
+    sections.update(zip(("scale", "bias"), params))
+    return sections, em.ops
 
 
 @lowering("softmax")
 def lower_softmax(inst: Instruction, kernel_name: str) -> Kernel:
+    return softmax_kernel(inst, kernel_name)
+
+
+def softmax_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
     op = "log_softmax" if inst.attrs.get("log", False) else "softmax"
-    return _row_kernel(inst, kernel_name, op, [inst.attrs["dimension"]], 0.0)
+    return _row_kernel(inst, kernel_name, op, [inst.attrs["dimension"]], 0.0, fusion)
 
 
 def _normalized_dims(inst: Instruction) -> list[int]:
@@ -69,12 +114,26 @@ def _normalized_dims(inst: Instruction) -> list[int]:
 
 @lowering("layer-norm")
 def lower_layer_norm(inst: Instruction, kernel_name: str) -> Kernel:
-    return _row_kernel(inst, kernel_name, "layer_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]))
+    return layer_norm_kernel(inst, kernel_name)
+
+
+def layer_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
+    return _row_kernel(inst, kernel_name, "layer_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
 
 
 @lowering("rms-norm")
 def lower_rms_norm(inst: Instruction, kernel_name: str) -> Kernel:
-    return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]))
+    return rms_norm_kernel(inst, kernel_name)
+
+
+def rms_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
+    return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
+
+
+# the row kernels an input fusion's reduction may be (lowered in mlcc/emit/reduction.py)
+RowKernel = Callable[[Instruction, str, Instruction | None], Kernel]
+ROW_KERNELS: dict[str, RowKernel] = {"softmax": softmax_kernel, "layer-norm": layer_norm_kernel,
+                                     "rms-norm": rms_norm_kernel}
 
 
 @lowering("batch-norm-inference")

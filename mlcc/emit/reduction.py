@@ -4,13 +4,20 @@ Every kernel numbers its outputs with one flat index and its reduced elements
 with another; both unravel into offsets through each tensor's own strides, so
 any set of reduced dims under any layout is one loop over a 2-D tile
 [BLOCK_O outputs, BLOCK_R reduced elements].
+
+An input fusion (one reduction, the loop ops computing its operands, elementwise ops on its result)
+is the reduction's kernel with the operand's tiles computed where they would be loaded, and the fused
+root computed where the result would be stored (mlcc/emit/fused.py); its lowering is here for every
+reduction kind, the row kernels' builders coming from mlcc/emit/normalization.py.
 """
 
 from __future__ import annotations
 
 from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, lowest,
                               merge_axes, numel, static_dims, strides)
+from mlcc.emit.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.normalization import ROW_KERNELS
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS
 
@@ -52,7 +59,12 @@ def _row_launch(num_out: int, num_red: int, interpreter: bool) -> LaunchConfig:
 
 @lowering("reduce")
 def lower_reduce(inst: Instruction, kernel_name: str) -> Kernel:
-    x, out = inst.operands[0].shape, inst.shape
+    return reduce_kernel(inst, kernel_name, None)
+
+
+def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None) -> Kernel:
+    """The kernel of reduce inst, alone or as the heavy op of an input fusion."""
+    x, out = inst.operands[0].shape, (fusion or inst).shape
     kind = inst.attrs["kind"]
     if kind not in REDUCE_KINDS:
         raise ValueError(f"%{inst.name}: unknown reduce kind '{kind}'")
@@ -68,14 +80,50 @@ def lower_reduce(inst: Instruction, kernel_name: str) -> Kernel:
     combine = _PRED_COMBINE[kind] if x.dtype == "pred" else kind
     if is_float(x.dtype) and combine in ("and", "or", "xor"):
         raise ValueError(f"%{inst.name}: reduce kind '{kind}' needs an integer or pred operand, not {x.dtype}")
-    source = render("reduce.py.jinja", kernel_name=kernel_name, combine=combine,
+    params, pointers = ["in0", "out0"], [triton_pointer(x), triton_pointer(out)]
+    prologue = fused_epilogue = None
+    wide, flops = is_wide(x), num_out * max(num_red - 1, 0)
+    if fusion is not None:
+        params = pointer_params(fusion)
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        wide = needs_int64(fusion, x)
+        prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide)
+        flops += ops
+    source = render("reduce.py.jinja", kernel_name=kernel_name, params=params, combine=combine,
                     identity=_identity(combine, x.dtype, acc), acc_type=tl_type(acc), out_type=tl_type(out.dtype),
-                    is_float=is_float(x.dtype), num_out=num_out, num_red=num_red,
-                    out_axes=out_axes, red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=is_wide(x))
-    return Kernel(kernel_name, "reduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                    is_float=is_float(x.dtype), num_out=num_out, num_red=num_red, out_axes=out_axes,
+                    red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=wide, prologue=prologue,
+                    epilogue=fused_epilogue)
+    return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
                   gpu=_row_launch(num_out, num_red, interpreter=False),
-                  interpreter=_row_launch(num_out, num_red, interpreter=True),
-                  flops=num_out * max(num_red - 1, 0))
+                  interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops)
+
+
+def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
+                    wide: bool) -> tuple[Section, Section, int]:
+    """The operand over an [outputs, reduced elements] tile, the fused root over the outputs (the result,
+    held in acc, standing for the reduce), and their flops."""
+    x = inst.operands[0].shape
+    xs = strides(x)
+    kept_order = tuple(sorted(kept, key=lambda d: -xs[d]))  # the orders of out_axes' and red_axes' flat indices
+    red_order = tuple(sorted(reduced, key=lambda d: -xs[d]))
+    em = TileEmitter(fusion, "p_", "BLOCK_O, BLOCK_R", [int(d) for d in x.dims],
+                     [Lanes("lane_o", kept_order), Lanes("lane_r", red_order)], wide)
+    em.section(inst.operands[0])
+    (prologue,) = em.sections()
+    result_dims = tuple(kept.index(d) for d in kept_order)  # the result's dims are the kept ones
+    fused_epilogue, ops = epilogue(fusion, inst, "result", acc, [Lanes("lane_o", result_dims)], "BLOCK_O", wide)
+    return prologue, fused_epilogue, x.numel() * em.ops + inst.shape.numel() * ops
+
+
+FUSED_REDUCTIONS = {"reduce": reduce_kernel, **ROW_KERNELS}
+
+
+@lowering("fusion:input")
+def lower_input_fusion(inst: Instruction, kernel_name: str) -> Kernel:
+    """A reduction with the loop ops computing its operands and the elementwise ops on its result."""
+    heavy = heavy_op(inst, FUSED_REDUCTIONS)
+    return FUSED_REDUCTIONS[heavy.opcode](heavy, kernel_name, inst)
 
 
 @lowering("argmax", "argmin")

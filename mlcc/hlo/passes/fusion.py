@@ -37,6 +37,7 @@ NO_KERNEL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
 MAX_PARAMETERS = 16
 MAX_INSTRUCTIONS = 96
 CHEAP_BYTES = 4096  # a broadcast whose source is at most this big is recomputed rather than stored
+TINY_BYTES = 256    # any loop op this small (a mask row, a few indices) is recomputed rather than stored
 
 
 @dataclass
@@ -75,6 +76,8 @@ def _cheap(inst: Instruction) -> bool:
     if inst.opcode in ("broadcast", "bitcast", "convert", "reshape"):
         src = inst.operands[0]
         return _bytes(src) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
+    if inst.opcode in LOOP_OPS and _bytes(inst) <= TINY_BYTES:
+        return all(_bytes(o) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
     return False
 
 
@@ -154,10 +157,16 @@ class Fusion(Pass):
                 owner[id(inst)] = group
                 groups.append(group)
             if group.heavy is inst and inst.opcode in CONTRACTIONS | {"attention"}:
-                for p in inst.operands:
-                    if p.opcode not in NO_KERNEL:
-                        self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
-                                               "(no prologue fusion into its operand loads)")
+                for i, p in enumerate(inst.operands):
+                    if p.opcode in NO_KERNEL:
+                        continue
+                    if inst.opcode == "attention" and i == 3:  # the mask: computed per score tile in the kernel
+                        reason = self._try_merge(group, p, owner, outputs)
+                        if reason is not None:
+                            self._explain(p, inst, reason)
+                        continue
+                    self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
+                                           "(no prologue fusion into its operand loads)")
                 continue
             for p in inst.operands:
                 if p.opcode in NO_KERNEL and not (p.opcode == "constant" and "ref" not in p.attrs):
@@ -209,9 +218,11 @@ class Fusion(Pass):
         group.members.append(p)
         if users_inside and not _cheap(p):  # cheap producers stay free to be duplicated into other fusions
             owner[id(p)] = group
-        else:  # a duplicated producer is never visited for this group: take its own cheap operands now
+        else:  # a duplicated producer is never visited for this group: consider its operands now
             for q in p.operands:
-                if not group.contains(q) and q.opcode == "constant" and "ref" not in q.attrs:
+                if group.contains(q) or (q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs)):
+                    continue
+                if q.opcode == "constant" or _cheap(q):
                     self._try_merge(group, q, owner, outputs)
         return None
 

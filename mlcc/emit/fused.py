@@ -1,0 +1,199 @@
+"""Prologues and epilogues: the loop ops of input, output and attention fusions, computed inside the
+heavy op's kernel.
+
+Such a fusion calls a computation with one heavy op (a reduction, a contraction or attention); every
+other member is a loop op (mlcc/hlo/passes/fusion.py). The heavy op's template runs as it does alone,
+except where it touches the fused values:
+- a prologue: where it would load a tile of an operand (a reduction's input, the attention mask), it
+  evaluates the operand's producers at the tile's logical coordinates instead;
+- an epilogue: where it would store its result, it evaluates the fusion's root at the output tile's
+  coordinates, the heavy op's value (the accumulator) standing in for the heavy op, and stores that
+  through the fusion's layout.
+
+Both are the LoopEmitter's statements (mlcc/emit/loop.py), rendered by loop_ops.py.jinja with the tile's
+shape (``BLOCK_M, BLOCK_N``) where a loop kernel has ``[BLOCK]``. The coordinates come from lane
+variables the template defines, each a flat row-major index over some logical dims (``offs_m[:, None]``
+for the rows of a tile, ``pid_b`` for the batch element of a program), unravelled by the emitter's index
+arithmetic. A contraction's or attention's q/k/v operands are read as they are: parameters, possibly
+re-described by bitcasts, which are the same bytes under another shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlcc.emit.coords import is_wide
+from mlcc.emit.indexing import Affine, Body, Mask
+from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
+from mlcc.errors import UnsupportedError
+from mlcc.hlo.ir import Instruction, Shape
+
+MASK = TAIL_MASK  # the variable a template defines before a section: the tile's lanes that store
+_OWN_LOOPS = frozenset({"scatter-nd"})  # loops over rows of their own: loop kernels only
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """A template variable numbering a tile's lanes row-major over some logical dims (major first);
+    ``per_lane=False`` for one value per program (a batch element's index)."""
+    var: str
+    dims: tuple[int, ...]
+    per_lane: bool = True
+
+
+@dataclass(frozen=True)
+class Section:
+    """Statements computing one fused value over a tile, for loop_ops.stmt; ``result`` holds it."""
+    body: list[dict[str, Any]]
+    result: str
+    shape: str
+
+
+@dataclass(frozen=True)
+class FusedOperand:
+    """A heavy op's operand read from memory as it is: fusion operand ``index``, described by ``shape``."""
+    index: int
+    shape: Shape
+
+    @property
+    def ptr(self) -> str:
+        return f"in{self.index}"
+
+
+class _PrefixedBody(Body):
+    """Statement variables named ``<prefix><kind><n>``, apart from the template's own."""
+
+    def __init__(self, prefix: str, index_dtype: str, block_vars: Sequence[str]) -> None:
+        super().__init__(index_dtype, block_vars)
+        self.prefix = prefix
+
+    def fresh(self, prefix: str) -> str:
+        return super().fresh(self.prefix + prefix)
+
+
+class TileEmitter(LoopEmitter):
+    """Values of a fusion's computation over a kernel tile, at coordinates unravelled from lane variables.
+
+    ``space`` is the dims of the coordinate space (the output's, or the heavy op's operand's); each
+    section adds the statements of one value; an instruction bound to a template variable (the heavy
+    op's value) is read from it instead of being computed.
+    """
+
+    def __init__(self, fusion: Instruction, prefix: str, shape: str, space: Sequence[int],
+                 lanes: Sequence[Lanes], wide: bool) -> None:
+        super().__init__([op.shape for op in fusion.operands], "s64" if wide else "s32")
+        self.shape = shape
+        self.body = _PrefixedBody(prefix, self.body.index_dtype,
+                                  (LINEAR, MASK, *[lane.var for lane in lanes if lane.per_lane]))
+        self.coords = self._unravel(space, lanes)
+        self._bound: dict[tuple[int, Coords], Value] = {}
+        self._sections: list[tuple[int, str]] = []  # (end of its statements, result variable)
+
+    def _unravel(self, space: Sequence[int], lanes: Sequence[Lanes]) -> Coords:
+        coords = [Affine()] * len(space)
+        for lane in lanes:
+            sizes = [int(space[d]) for d in lane.dims]
+            count = 1
+            for n in sizes:
+                count *= n
+            self.body.bound(lane.var, 0, max(count - 1, 0))
+            for d, c in zip(lane.dims, self.body.unravel(Affine.var(lane.var), sizes)):
+                coords[d] = c
+        return tuple(coords)
+
+    def value(self, inst: Instruction, coords: Sequence[Affine], mask: Mask) -> Value:
+        bound = self._bound.get((id(inst), tuple(coords)))
+        if bound is not None:
+            return bound
+        return super().value(inst, coords, mask)
+
+    def bind(self, inst: Instruction, var: str, dtype: str) -> None:
+        """inst's value at this tile's coordinates is the template's ``var``, held in dtype."""
+        self._bound[(id(inst), self.coords)] = self.convert(Value(var, dtype, True), inst.shape.dtype)
+
+    def section(self, inst: Instruction, coords: Coords | None = None, mask: str = MASK) -> None:
+        """The statements of inst's value (one per lane) at coords (this tile's by default), reading
+        memory where mask holds (a template variable: the tile's ``mask``, or one for fewer dims)."""
+        v = self.block(self.value(inst, self.coords if coords is None else coords, mask))
+        self._sections.append((len(self.body.stmts), v.name))
+
+    def sections(self) -> list[Section]:
+        """The sections in order, without the statements no result needs."""
+        live = {id(s) for s in self.body.live(keep=[name for _, name in self._sections])}
+        out, start = [], 0
+        for end, name in self._sections:
+            body = [s for s in self.body.stmts[start:end] if id(s) in live]
+            out.append(Section(body, name, self.shape))
+            start = end
+        return out
+
+
+def broadcast_coords(coords: Coords, shape: Shape) -> Coords:
+    """The coordinates of a value broadcast numpy-style (trailing dims aligned, size 1 repeated)."""
+    lead = len(coords) - shape.rank
+    return tuple(Affine() if int(n) == 1 else coords[lead + j] for j, n in enumerate(shape.dims))
+
+
+def heavy_op(fusion: Instruction, opcodes: Collection[str]) -> Instruction:
+    """The one instruction of these opcodes in the fusion; the others must be loop ops with static dims."""
+    comp = fusion.called
+    if comp is None:
+        raise UnsupportedError(f"%{fusion.name}: fusion without a called computation")
+    found = [i for i in comp.instructions if i.opcode in opcodes]
+    if len(found) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a {fusion.attrs['kind']} fusion needs exactly one of "
+                               f"{', '.join(sorted(opcodes))}, found {len(found)}")
+    for inst in comp.instructions:
+        if inst is not found[0] and (inst.opcode not in FUSIBLE_OPS or inst.opcode in _OWN_LOOPS):
+            raise UnsupportedError(f"%{fusion.name}: %{inst.name} ({inst.opcode}) cannot be fused into the "
+                                   f"{found[0].opcode}'s kernel")
+        if not inst.shape.is_static or inst.shape.is_tuple:
+            raise UnsupportedError(f"%{fusion.name}: fused kernels need static array shapes, %{inst.name} is "
+                                   f"{inst.shape}")
+    return found[0]
+
+
+def read_as_is(operand: Instruction, fusion: Instruction) -> FusedOperand:
+    """A contraction's or attention's operand: a fusion parameter, possibly through bitcasts."""
+    x = operand
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    if x.opcode != "parameter":
+        raise UnsupportedError(f"%{fusion.name}: %{operand.name} is computed by a {x.opcode}; a contraction's "
+                               "operands are read from memory as they are")
+    return FusedOperand(int(x.attrs["index"]), operand.shape)
+
+
+def pointer_params(fusion: Instruction) -> list[str]:
+    """The kernel's pointer parameters: the fusion's operands, then its result."""
+    return [f"in{i}" for i in range(len(fusion.operands))] + ["out0"]
+
+
+def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
+             shape: str, wide: bool) -> tuple[Section, int]:
+    """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op;
+    and the ops it costs per element."""
+    root = check_root(fusion, heavy)
+    em = TileEmitter(fusion, "e_", shape, [int(d) for d in heavy.shape.dims], lanes, wide)
+    em.bind(heavy, acc, acc_dtype)
+    em.section(root)
+    (section,) = em.sections()
+    return section, em.ops
+
+
+def check_root(fusion: Instruction, heavy: Instruction) -> Instruction:
+    """The fusion's root, which an epilogue computes at the heavy op's result coordinates."""
+    root = fusion.called.root
+    if tuple(root.shape.dims) != tuple(heavy.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: the fused root %{root.name} {root.shape} is not at the "
+                               f"{heavy.opcode}'s dims {heavy.shape}")
+    return root
+
+
+def needs_int64(fusion: Instruction, *shapes: Shape) -> bool:
+    """Whether an offset or a flat index of the fused kernel may not fit in int32: over the kernel's own
+    shapes, the fusion's operands and result, or any value of its computation."""
+    values = [i.shape for i in fusion.called.instructions]
+    return is_wide(*shapes, fusion.shape, *[op.shape for op in fusion.operands], *values)
