@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mlcc.emit.coords import MAX_GRID_Y, Axis, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                             needs_int64, pointer_params, read_as_is)
+                             needs_int64, pointer_params, read_in_place)
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -84,7 +84,7 @@ def lower_attention(inst: Instruction, kernel_name: str) -> Kernel:
 def lower_attention_fusion(inst: Instruction, kernel_name: str) -> Kernel:
     """Attention with its mask computed in the kernel (and any elementwise epilogue on its result)."""
     heavy = heavy_op(inst, ("attention",))
-    return attention_kernel(heavy, kernel_name, [read_as_is(op, inst) for op in heavy.operands[:3]], inst)
+    return attention_kernel(heavy, kernel_name, [read_in_place(op, inst) for op in heavy.operands[:3]], inst)
 
 
 def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand],
@@ -105,8 +105,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         raise ValueError(f"%{inst.name}: {heads} query heads do not split into groups of {kv_heads} kv heads")
     group = heads // kv_heads if heads else 1
 
-    tensors = [q, out, k, v]
-    lead_strides = [strides(t)[:-2] for t in tensors]
+    qs, ks, vs = (tuple(op.view_strides) if op.view_strides is not None else tuple(strides(op.shape)) for op in qkv)
+    lead_strides = [qs[:-2], tuple(strides(out))[:-2], ks[:-2], vs[:-2]]
     if mask is not None and fusion is None:
         lead_strides.append(_broadcast_strides(mask, qd[:-1] + (sk,))[:-2])
     n_outer = max(rank - 3, 0)
@@ -135,7 +135,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
                     q_ptr=qkv[0].ptr, k_ptr=qkv[1].ptr, v_ptr=qkv[2].ptr, sq=sq, sk=sk, d=d, dv=dv,
                     heads=heads, group=group, outer_axes=outer_axes, head_strides=head_strides,
-                    q=_tile_strides(q), k=_tile_strides(k), v=_tile_strides(v), out=_tile_strides(out),
+                    q=TileStrides(qs[-2], qs[-1]), k=TileStrides(ks[-2], ks[-1]), v=TileStrides(vs[-2], vs[-1]),
+                    out=_tile_strides(out),
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
                     scale=float(inst.attrs["scale"]), ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),

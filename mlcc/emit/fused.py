@@ -28,6 +28,7 @@ from mlcc.emit.coords import is_wide
 from mlcc.emit.indexing import Affine, Body, Mask
 from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
+from mlcc.hlo.views import affine_view
 from mlcc.hlo.ir import Instruction, Shape
 
 MASK = TAIL_MASK  # the variable a template defines before a section: the tile's lanes that store
@@ -53,13 +54,17 @@ class Section:
 
 @dataclass(frozen=True)
 class FusedOperand:
-    """A heavy op's operand read from memory as it is: fusion operand ``index``, described by ``shape``."""
+    """A heavy op's operand read from memory as it is: fusion operand ``index``, described by ``shape``;
+    for a view (attention's q, k, v sliced out of one buffer) an element ``offset`` and explicit
+    ``view_strides`` replace the dense strides of the shape's layout."""
     index: int
     shape: Shape
+    offset: int = 0
+    view_strides: tuple[int, ...] | None = None
 
     @property
     def ptr(self) -> str:
-        return f"in{self.index}"
+        return f"in{self.index}" if self.offset == 0 else f"(in{self.index} + {int(self.offset)})"
 
 
 class _PrefixedBody(Body):
@@ -153,6 +158,14 @@ def heavy_op(fusion: Instruction, opcodes: Collection[str]) -> Instruction:
             raise UnsupportedError(f"%{fusion.name}: fused kernels need static array shapes, %{inst.name} is "
                                    f"{inst.shape}")
     return found[0]
+
+
+def read_in_place(operand: Instruction, fusion: Instruction) -> FusedOperand:
+    """An attention operand: a fusion parameter, or an affine view of one (slices, transposes, reshapes)."""
+    view = affine_view(operand)
+    if view is None or view.source.opcode != "parameter":
+        return read_as_is(operand, fusion)
+    return FusedOperand(int(view.source.attrs["index"]), operand.shape, view.offset, view.strides)
 
 
 def read_as_is(operand: Instruction, fusion: Instruction) -> FusedOperand:

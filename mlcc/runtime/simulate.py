@@ -178,6 +178,13 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
                 if name in resident:
                     continue
                 nu = next_use(name, t - 1)
+                # Only when the steps before its use will not need the room: a prefetch that forces an
+                # eviction later moves more bytes than it saves stall.
+                window = range(t, min(int(nu), tr.total)) if nu != float("inf") else range(0)
+                later = max((sum(tr.buffers[x]["bytes"] for x in tr.steps[w] if x not in resident) for w in window),
+                            default=0)
+                if used(t) + tr.buffers[name]["bytes"] + later > budget:
+                    continue
                 if make_room(tr.buffers[name]["bytes"], t, set(names) | inflight, horizon=nu):
                     resident[name] = tr.buffers[name]["bytes"]
                     ready_at[name] = fetch(name, now)

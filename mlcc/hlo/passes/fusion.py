@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.views import VIEW_OPS, affine_view
 
 DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
                            "iota", "gather", "gather-elements", "gather-nd", "dynamic-slice", "bitcast"})
@@ -46,6 +47,7 @@ class Group:
     kind: str                                   # loop | input | output | attention
     members: list[Instruction] = field(default_factory=list)
     heavy: Instruction | None = None            # the reduction, contraction or attention op
+    cone: set[int] = field(default_factory=set)  # members that attention's q, k, v are views of
 
     def contains(self, inst: Instruction) -> bool:
         return any(m is inst for m in self.members)
@@ -165,6 +167,14 @@ class Fusion(Pass):
                         if reason is not None:
                             self._explain(p, inst, reason)
                         continue
+                    if inst.opcode == "attention" and p.opcode in VIEW_OPS and affine_view(p) is not None:
+                        # q, k, v as strided views (slices of a fused QKV projection): read in place
+                        group.cone.add(id(p))
+                        reason = self._try_merge(group, p, owner, outputs)
+                        if reason is not None:
+                            group.cone.discard(id(p))
+                            self._explain(p, inst, reason)
+                        continue
                     self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
                                            "(no prologue fusion into its operand loads)")
                 continue
@@ -208,6 +218,11 @@ class Fusion(Pass):
             why = _epilogue_ok(trial, heavy)
             if why is not None:
                 return why
+        elif heavy is not None and group.kind == "attention" and (
+                id(p) in group.cone or any(id(u) in group.cone for u in p.users)):
+            if p.opcode not in VIEW_OPS:
+                return "attention reads q, k and v in place: only views (slices, transposes, reshapes) join"
+            group.cone.add(id(p))
         elif heavy is not None and group.kind in ("output", "attention") and _feeds_heavy_operands(p, heavy):
             return f"{p.opcode} feeds the {heavy.opcode}'s operands (no prologue fusion)"
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
@@ -222,8 +237,10 @@ class Fusion(Pass):
             for q in p.operands:
                 if group.contains(q) or (q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs)):
                     continue
-                if q.opcode == "constant" or _cheap(q):
-                    self._try_merge(group, q, owner, outputs)
+                if q.opcode == "constant" or _cheap(q) or id(p) in group.cone:
+                    reason = self._try_merge(group, q, owner, outputs)
+                    if reason is not None and id(p) in group.cone:
+                        self._explain(q, p, reason)
         return None
 
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:

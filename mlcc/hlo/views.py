@@ -1,0 +1,113 @@
+"""Affine views: a value that is a slice / transpose / reshape-bitcast of another value's bytes.
+
+``affine_view(v)`` walks up from v through those ops to the first value that owns its bytes (a
+kernel's result, a parameter, a constant) and describes v as an element offset into that value
+plus one stride per logical dim. A kernel can then read v directly from the owner's buffer: three
+slices of a fused QKV projection cost no copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlcc.hlo.ir import Instruction, Shape
+
+VIEW_OPS = frozenset({"bitcast", "slice", "transpose"})
+
+
+@dataclass(frozen=True)
+class View:
+    source: Instruction          # the value owning the bytes (dense in its own layout)
+    offset: int                  # elements from the start of source's buffer
+    strides: tuple[int, ...]     # elements per step of each of the view's logical dims
+
+
+def _reshape_strides(old_dims: tuple[int, ...], old_strides: tuple[int, ...],
+                     new_dims: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides of a row-major reshape of a strided view (torch's view rule), or None when a group of
+    old dims that the new dims split or merge is not evenly spaced in memory."""
+    old = [(d, s) for d, s in zip(old_dims, old_strides) if d != 1]
+    new = [(j, d) for j, d in enumerate(new_dims) if d != 1]
+    out = [0] * len(new_dims)
+    i = j = 0
+    while i < len(old) or j < len(new):
+        if i >= len(old) or j >= len(new):
+            return None
+        og, ng = [old[i]], [new[j]]
+        po, pn = old[i][0], new[j][1]
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn:
+                if i >= len(old):
+                    return None
+                og.append(old[i])
+                po *= old[i][0]
+                i += 1
+            else:
+                if j >= len(new):
+                    return None
+                ng.append(new[j])
+                pn *= new[j][1]
+                j += 1
+        for (d1, s1), (d2, s2) in zip(og, og[1:]):
+            if s1 != s2 * d2:
+                return None
+        acc = og[-1][1]
+        for idx, d in reversed(ng):
+            out[idx] = acc
+            acc *= d
+    return tuple(out)
+
+
+def _transpose_of(bitcast: Instruction) -> tuple[int, ...] | None:
+    """The permutation a bitcast realizes when it re-labels its operand's dims (transpose-to-bitcast)."""
+    from mlcc.hlo.passes.layout_assignment import transposed_layout  # local: passes import this module too
+    src = bitcast.operands[0].shape
+    dst = bitcast.shape
+    if src.rank != dst.rank or sorted(src.dims) != sorted(dst.dims):
+        return None
+    import itertools
+    if src.rank > 6:
+        return None
+    for perm in itertools.permutations(range(src.rank)):
+        if all(dst.dims[i] == src.dims[p] for i, p in enumerate(perm)) and \
+                dst.layout == transposed_layout(src.layout, perm):
+            return tuple(perm)
+    return None
+
+
+def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View | None:
+    """value as (source, offset, strides); None when some step is not an affine re-description.
+    Walking stops at instructions whose id is in ``stop`` (e.g. a fusion's parameters)."""
+    chain = []
+    x = value
+    while x.opcode in VIEW_OPS and id(x) not in stop:
+        chain.append(x)
+        x = x.operands[0]
+    if not isinstance(x.shape, Shape) or not x.shape.is_static:
+        return None
+    strides = tuple(int(s) for s in x.shape.strides())
+    offset = 0
+    dims = tuple(int(d) for d in x.shape.dims)
+    for step in reversed(chain):
+        if step.opcode == "slice":
+            starts, st = step.attrs["start_indices"], step.attrs["strides"]
+            offset += sum(a * s for a, s in zip(starts, strides))
+            strides = tuple(s * k for s, k in zip(strides, st))
+        elif step.opcode == "transpose":
+            perm = step.attrs["dimensions"]
+            strides = tuple(strides[p] for p in perm)
+        else:  # bitcast: a transpose re-labelling, or a row-major reshape
+            perm = _transpose_of(step)
+            src = step.operands[0].shape
+            if perm is not None and src.layout != step.shape.layout:
+                strides = tuple(strides[p] for p in perm)
+            elif src.is_row_major() and step.shape.is_row_major():
+                new = _reshape_strides(dims, strides, tuple(int(d) for d in step.shape.dims))
+                if new is None:
+                    return None
+                strides = new
+            else:
+                return None
+        dims = tuple(int(d) for d in step.shape.dims)
+    return View(x, offset, strides)
