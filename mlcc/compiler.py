@@ -156,8 +156,10 @@ def compile_pipeline(precision: str = "fp32"):
     from mlcc.hlo.passes.pass_manager import Pipeline
     from mlcc.hlo.passes.pipelines import default_pipeline
     from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
+    from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
     from mlcc.hlo.passes.sink_bitcasts import SinkBitcasts
-    return Pipeline("compile", [*default_pipeline().passes, ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(),
+    return Pipeline("compile", [*default_pipeline().passes, MergeSiblingDots(), DeadCodeElimination(),
+                                ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(),
                                 TransposeToBitcast(), ReshapeToBitcast(), SinkBitcasts(), DeadCodeElimination(),
                                 Fusion(fusion_kinds()), DeadCodeElimination()])
 

@@ -1,0 +1,135 @@
+"""Merge sibling matmuls: dots that read the same activation with constant weights become one dot
+over the concatenated weights (Q, K and V projections in one kernel), each sibling a slice of it.
+
+    q = dot(x, Wq) + bq;  k = dot(x, Wk) + bk;  v = dot(x, Wv) + bv
+ -> qkv = dot(x, [Wq|Wk|Wv]) + [bq|bk|bv];  q, k, v = slices of qkv
+
+The weights (and biases) are concatenated at compile time. The slices are views: a consumer that
+reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.passes.pass_manager import Pass
+
+
+def _weight(inst: Instruction, module: Module) -> np.ndarray | None:
+    if inst.opcode != "constant" or inst.shape.rank != 2:
+        return None
+    dt = numpy_dtype(inst.shape.dtype)
+    if "ref" in inst.attrs:
+        return np.asarray(module.constants[inst.attrs["ref"]], dtype=dt).reshape(inst.shape.dims)
+    if "value" in inst.attrs:
+        return np.array(inst.attrs["value"], dtype=dt).reshape(inst.shape.dims)
+    if "splat" in inst.attrs:
+        return np.full(inst.shape.dims, inst.attrs["splat"], dtype=dt)
+    return None
+
+
+def _sibling(dot: Instruction, x: Instruction) -> bool:
+    a = dot.attrs
+    return (dot.opcode == "dot" and dot.operands[0] is x and not a["lhs_batch_dims"] and not a["rhs_batch_dims"]
+            and tuple(a["lhs_contracting_dims"]) == (x.shape.rank - 1,) and tuple(a["rhs_contracting_dims"]) == (0,)
+            and dot.operands[1].opcode == "constant" and dot.operands[1].shape.rank == 2)
+
+
+def _bias(dot: Instruction, module: Module) -> tuple[Instruction, np.ndarray] | None:
+    """dot's only user, when it is add(dot, broadcast(c)) with c a constant vector along the last dim."""
+    if len(dot.users) != 1:
+        return None
+    add = dot.users[0]
+    if add.opcode != "add" or add.operands[0] is not dot:
+        return None
+    b = add.operands[1]
+    if b.opcode != "broadcast" or tuple(b.attrs["dimensions"]) != (dot.shape.rank - 1,):
+        return None
+    c = b.operands[0]
+    if c.opcode != "constant" or c.shape.rank != 1:
+        return None
+    if "ref" in c.attrs:
+        return add, np.asarray(module.constants[c.attrs["ref"]]).reshape(-1)
+    if "splat" in c.attrs:
+        return add, np.full(c.shape.dims, c.attrs["splat"])
+    return add, np.array(c.attrs["value"])
+
+
+class MergeSiblingDots(Pass):
+    name = "merge-sibling-dots"
+
+    def run(self, module: Module) -> bool:
+        comp = module.entry
+        changed = False
+        for x in list(comp.instructions):
+            if x.parent is not comp or x.shape.is_tuple:
+                continue
+            dots = [u for u in x.users if _sibling(u, x)]
+            dtypes = {d.shape.dtype for d in dots} | {d.operands[1].shape.dtype for d in dots}
+            if len(dots) < 2 or len(dtypes) != 1:
+                continue
+            weights = [_weight(d.operands[1], module) for d in dots]
+            if any(w is None for w in weights):
+                continue
+            biases = [_bias(d, module) for d in dots]
+            with_bias = all(b is not None for b in biases)
+            self._merge(module, comp, x, dots, weights, biases if with_bias else None)
+            changed = True
+        return changed
+
+    def _merge(self, module: Module, comp: Computation, x: Instruction, dots: list[Instruction],
+               weights: list[np.ndarray], biases: list[Any] | None) -> None:
+        dtype = dots[0].shape.dtype
+        w = np.concatenate(weights, axis=1)
+        key = _fresh_key(module, "merged_weights")
+        module.constants[key] = w
+        last = max(comp.instructions.index(d) for d in dots)
+        anchor = comp.instructions[last + 1] if last + 1 < len(comp.instructions) else comp.root
+        origin = tuple(dict.fromkeys(o for d in dots for o in d.origin))
+        wc = comp.insert_before(anchor, Instruction(comp.unique_name("merged_weights"), "constant",
+                                                    Shape(dtype, w.shape), attrs={"ref": key}))
+        dims = tuple(x.shape.dims[:-1]) + (int(w.shape[1]),)
+        merged = comp.insert_before(anchor, Instruction(comp.unique_name(dots[0].name), "dot", Shape(dtype, dims),
+                                                        [x, wc], dict(dots[0].attrs), origin=origin))
+        targets: list[Instruction] = list(dots)
+        if biases is not None:
+            b = np.concatenate([np.asarray(bb[1], dtype=numpy_dtype(dtype)) for bb in biases])
+            bkey = _fresh_key(module, "merged_bias")
+            module.constants[bkey] = b
+            bc = comp.insert_before(anchor, Instruction(comp.unique_name("merged_bias"), "constant",
+                                                        Shape(dtype, b.shape), attrs={"ref": bkey}))
+            bb = comp.insert_before(anchor, Instruction(comp.unique_name("merged_bias.bcast"), "broadcast",
+                                                        Shape(dtype, dims), [bc], {"dimensions": (len(dims) - 1,)}))
+            add_origin = tuple(dict.fromkeys(o for a, _ in biases for o in a.origin))
+            merged = comp.insert_before(anchor, Instruction(comp.unique_name(biases[0][0].name), "add",
+                                                            Shape(dtype, dims), [merged, bb], origin=add_origin))
+            targets = [a for a, _ in biases]
+        start = 0
+        rank = len(dims)
+        for t, wt in zip(targets, weights):
+            n = int(wt.shape[1])
+            sl = comp.insert_before(anchor, Instruction(
+                comp.unique_name(f"{t.name}.slice"), "slice", Shape(dtype, dims[:-1] + (n,)), [merged],
+                {"start_indices": (0,) * (rank - 1) + (start,), "limit_indices": dims[:-1] + (start + n,),
+                 "strides": (1,) * rank}, origin=t.origin))
+            t.replace_all_uses_with(sl)
+            start += n
+        for t in targets:  # the old adds and dots are dead now (DCE takes their broadcasts and weights)
+            if t.parent is comp and not t.users:
+                comp.remove(t)
+        for d in dots:
+            if d.parent is comp and not d.users:
+                comp.remove(d)
+        comp.topological_sort()
+
+
+def _fresh_key(module: Module, hint: str) -> str:
+    key, n = hint, 0
+    while key in module.constants:
+        n += 1
+        key = f"{hint}.{n}"
+    return key

