@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MODELS = Path(os.environ.get("MLCC_SHARED_MODELS", ROOT.parent / "shared" / "models"))
+# The shared zoo's models, copied into the repo so the suite needs nothing beside the clone
+# (MLCC_SHARED_MODELS points elsewhere, e.g. at ../shared/models, to test a fresh export).
+SHARED_MODELS = Path(os.environ.get("MLCC_SHARED_MODELS", ROOT / "tests" / "data" / "models"))
 EXAMPLES = ROOT / "examples" / "models"
 
 

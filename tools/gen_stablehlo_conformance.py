@@ -29,7 +29,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_platforms", "cpu")
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_MODELS = Path("/work/shared/models")
+SHARED_MODELS = Path(__file__).resolve().parent.parent / "tests" / "data" / "models"
 
 _rng = np.random.default_rng(20240601)
 
