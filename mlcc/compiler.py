@@ -235,6 +235,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
+    from mlcc.hlo.passes.fusion import unfused_stats
+    module.stats["unfused"] = unfused_stats(module)  # the baseline: the model as imported, one kernel per source op
     report("passes", 0, 1)
     pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
                                          disabled=frozenset(options.disable_passes)))
@@ -252,7 +254,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
                                            progress=lambda d, t: report("kernels", d, t))
     from mlcc.hlo.passes.layout_assignment import layout_conversions
     conversions, conversion_bytes = layout_conversions(module)
-    moved = sum(plan.buffer_of(inst).bytes + sum(plan.buffer_of(o).bytes for o in inst.operands) for inst, _ in launches)
+    from mlcc.hlo.traffic import kernel_bytes
+    moved = sum(sum(kernel_bytes(inst)) for inst, _ in launches)
     stats = {"kernels": len(kernels), "launches": len(launches),
              "instructions": sum(1 for _ in module.all_instructions()),
              "flops": sum(kernels[k].flops for _, k in launches),

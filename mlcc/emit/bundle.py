@@ -21,6 +21,7 @@ from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.printer import format_module
+from mlcc.hlo.traffic import kernel_bytes
 from mlcc.runtime.physical import to_physical
 from mlcc.schemas import validate
 
@@ -99,8 +100,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         schedule.append({"step": step, "kernel": kname, "instruction": inst.name, "args": args,
                          "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
                          "ops": list(inst.origin), "flops": k.flops,
-                         "bytes_read": sum(plan.buffer_of(o).bytes for o in inst.operands),
-                         "bytes_written": plan.buffer_of(inst).bytes})
+                         "bytes_read": kernel_bytes(inst)[0], "bytes_written": kernel_bytes(inst)[1]})
 
     weights = write_weights(out / "weights.bin", module, plan)
     entry = module.entry

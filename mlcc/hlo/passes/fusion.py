@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.traffic import operand_read_bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
 DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
@@ -128,7 +129,7 @@ class Fusion(Pass):
 
     def run(self, module: Module) -> bool:
         comp = module.entry
-        module.stats["unfused"] = unfused_stats(module)
+        module.stats.setdefault("unfused", unfused_stats(module))  # the compiler records it right after import
         self.explanations = []
         groups = self._form_groups(comp)
         changed = False
@@ -288,12 +289,28 @@ def _unique_comp_name(module: Module, hint: str) -> str:
 
 
 def unfused_stats(module: Module) -> dict[str, int]:
-    """One kernel per launching instruction: launches and modeled global-memory bytes (inputs read once,
-    outputs written once), the baseline fusion is measured against."""
-    launches, nbytes = 0, 0
-    for inst in module.entry.instructions:
-        if inst.opcode in NO_KERNEL or inst.opcode == "bitcast" or inst.shape.is_tuple:
+    """The graph as its source ran it, one kernel per source op: launches, and modeled global-memory
+    bytes (each op reads its inputs once and writes its outputs once). Instructions are grouped by the
+    source node they came from (their first origin), so an op the importer expanded into several
+    instructions (an implicit broadcast, a Gemm's bias) still counts once."""
+    comp = module.entry
+    node_of: dict[int, str] = {}
+    for inst in comp.instructions:
+        node_of[id(inst)] = inst.origin[0] if inst.origin else f"%{inst.name}"
+    launches: set[str] = set()
+    nbytes = 0
+    root_values = {id(o) for o in comp.root.operands} if comp.root is not None and comp.root.opcode == "tuple" else set()
+    read: set[tuple[str, int]] = set()
+    for inst in comp.instructions:
+        if inst.opcode in NO_KERNEL or inst.shape.is_tuple:
             continue
-        launches += 1
-        nbytes += _bytes(inst) + sum(_bytes(o) for o in inst.operands)
-    return {"launches": launches, "bytes": nbytes}
+        node = node_of[id(inst)]
+        if inst.opcode != "bitcast":
+            launches.add(node)
+        for i, o in enumerate(inst.operands):
+            if (node_of.get(id(o)) != node or o.opcode in ("parameter", "constant")) and (node, id(o)) not in read:
+                read.add((node, id(o)))
+                nbytes += operand_read_bytes(inst, i)
+        if id(inst) in root_values or any(node_of.get(id(u)) != node for u in inst.users if u.opcode != "tuple"):
+            nbytes += _bytes(inst)
+    return {"launches": len(launches), "bytes": nbytes}

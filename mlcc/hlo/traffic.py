@@ -1,0 +1,45 @@
+"""The global-memory traffic model: a kernel reads each operand once and writes its result once,
+except that a gather reads only the rows it gathers (an embedding table is not read whole)."""
+
+from __future__ import annotations
+
+from mlcc.hlo.ir import Instruction
+
+GATHERS = frozenset({"gather", "gather-nd", "gather-elements"})
+
+
+def _bytes(inst: Instruction) -> int:
+    return inst.shape.nbytes() if not inst.shape.is_tuple and inst.shape.is_static else 0
+
+
+def _param_read_bytes(param: Instruction, full: int) -> int:
+    users = param.users
+    if users and all(u.opcode in GATHERS and u.operands[0] is param and not any(o is param for o in u.operands[1:])
+                     for u in users):
+        return min(full, sum(_bytes(u) for u in users))
+    return full
+
+
+def operand_read_bytes(inst: Instruction, index: int) -> int:
+    """Bytes inst's kernel reads of its index-th operand."""
+    op = inst.operands[index]
+    full = _bytes(op)
+    if inst.opcode in GATHERS and index == 0:
+        return min(full, _bytes(inst))
+    if inst.opcode == "fusion" and inst.called is not None:
+        params = inst.called.parameters()
+        if index < len(params):
+            return _param_read_bytes(params[index], full)
+    return full
+
+
+def kernel_bytes(inst: Instruction) -> tuple[int, int]:
+    """(bytes read, bytes written) by inst's kernel; an operand passed twice is read once."""
+    seen: set[int] = set()
+    read = 0
+    for i, o in enumerate(inst.operands):
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        read += operand_read_bytes(inst, i)
+    return read, _bytes(inst)
