@@ -165,17 +165,8 @@ def compile_pipeline(precision: str = "fp32"):
 
 
 def pipeline_pass_names(pipeline) -> list[str]:
-    from mlcc.hlo.passes.pass_manager import FixedPoint
-    names: list[str] = []
-
-    def walk(passes) -> None:
-        for p in passes:
-            if isinstance(p, FixedPoint):
-                walk(p.passes)
-            elif p.name not in names:
-                names.append(p.name)
-    walk(pipeline.passes)
-    return names
+    from mlcc.hlo.passes.pipelines import pass_names
+    return pass_names(pipeline)
 
 
 def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = None, **kwargs: Any) -> CompileResult:

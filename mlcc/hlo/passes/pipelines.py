@@ -44,7 +44,8 @@ def default_pipeline() -> Pipeline:
     ])
 
 
-def pass_names() -> list[str]:
+def pass_names(pipeline: Pipeline | None = None) -> list[str]:
+    """The names --disable-pass accepts: every pass in pipeline (default: the optimization pipeline)."""
     names: list[str] = []
 
     def walk(passes) -> None:
@@ -53,5 +54,5 @@ def pass_names() -> list[str]:
                 walk(p.passes)
             elif p.name not in names:
                 names.append(p.name)
-    walk(default_pipeline().passes)
+    walk((pipeline or default_pipeline()).passes)
     return names
