@@ -160,7 +160,8 @@ class Executable:
         result = {}
         for s in self.manifest["outputs"]:
             flat = _to_numpy(buffers[s["buffer"]], _numpy_dtype(s["numpy_dtype"]))
-            result[s["name"]] = np.ascontiguousarray(from_physical(flat, s["shape"], s["layout"]))
+            # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
+            result[s["name"]] = np.array(from_physical(flat, s["shape"], s["layout"]), order="C")
         return result
 
     @property
