@@ -125,6 +125,9 @@ def main() -> None:
 @click.option("--device-model", default=None, help="Device model intent.json's costs assume: H100 (default), H200, A100.")
 @click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default=None,
               help="Type weights are stored and activations computed in (fp32 accumulation). Default fp32.")
+@click.option("--io-layout", type=click.Choice(["row-major", "any"]), default=None,
+              help="Layout of the bundle's inputs and outputs: row-major (default, as the model defines) or "
+                   "any (the compiler's choice, recorded in the manifest).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
@@ -132,7 +135,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 disable_passes: tuple[str, ...], time_passes: bool, explain_fusion: bool, check_numerics: bool | None,
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
-                precision: str | None, as_json: bool,
+                precision: str | None, io_layout: str | None, as_json: bool,
                 quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
     import mlcc
@@ -140,7 +143,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
         cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
-               "device_model": device_model, "check_numerics": check_numerics, "precision": precision}
+               "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
+               "io_layout": io_layout}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:

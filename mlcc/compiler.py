@@ -37,13 +37,14 @@ class CompileOptions:
     device_model: str = "H100"         # what intent.json's costs assume (H100, H200, A100)
     check_numerics: bool = False       # run every kernel under the interpreter against the reference evaluator
     precision: str = "fp32"            # fp32 | tf32 | fp16 | bf16: the type weights are stored and activations computed in
+    io_layout: str = "row-major"       # row-major: inputs and outputs as ONNX/StableHLO define; any: the compiler's choice
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
         return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
                                                           for k, v in sorted(self.shapes.items())},
                 "disable_passes": sorted(self.disable_passes), "device_model": self.device_model,
-                "precision": self.precision}
+                "precision": self.precision, "io_layout": self.io_layout}
 
 
 @dataclass
@@ -145,7 +146,7 @@ def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> 
 Progress = Callable[[str, int, int], None]
 
 
-def compile_pipeline(precision: str = "fp32"):
+def compile_pipeline(precision: str = "fp32", io_layout: str = "row-major"):
     """Optimization (simplify, recognize), precision, then the backend's passes: layouts, views, fusion."""
     from mlcc.emit.lower_module import fusion_kinds
     from mlcc.hlo.passes.dce import DeadCodeElimination
@@ -159,7 +160,7 @@ def compile_pipeline(precision: str = "fp32"):
     from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
     from mlcc.hlo.passes.sink_bitcasts import SinkBitcasts
     return Pipeline("compile", [*default_pipeline().passes, MergeSiblingDots(), DeadCodeElimination(),
-                                ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(),
+                                ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(io_layout),
                                 TransposeToBitcast(), ReshapeToBitcast(), SinkBitcasts(), DeadCodeElimination(),
                                 Fusion(fusion_kinds()), DeadCodeElimination()])
 
@@ -207,7 +208,9 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         raise UnsupportedError(str(e)) from None
     if options.precision not in ("fp32", "tf32", "fp16", "bf16"):
         raise UnsupportedError(f"unknown precision '{options.precision}' (fp32, tf32, fp16, bf16)")
-    pipeline = compile_pipeline(options.precision)
+    if options.io_layout not in ("row-major", "any"):
+        raise UnsupportedError(f"unknown --io-layout '{options.io_layout}' (row-major, any)")
+    pipeline = compile_pipeline(options.precision, options.io_layout)
     names = pipeline_pass_names(pipeline)
     unknown = sorted(set(options.disable_passes) - set(names))
     if unknown:
