@@ -7,11 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-# The shared zoo's models, copied into the repo so the suite needs nothing beside the clone
-# (MLCC_SHARED_MODELS points elsewhere, e.g. at ../shared/models, to test a fresh export).
-SHARED_MODELS = Path(os.environ.get("MLCC_SHARED_MODELS", ROOT / "tests" / "data" / "models"))
-EXAMPLES = ROOT / "examples" / "models"
+from mlcc_test_paths import EXAMPLES, ROOT, SHARED_MODELS  # noqa: F401  (re-exported for fixtures)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,7 +18,7 @@ from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.verifier import verify_module
 
-from conftest import SHARED_MODELS as MODELS  # noqa: E402  (tests/data/models, the shared zoo's copy)
+from mlcc_test_paths import SHARED_MODELS as MODELS  # noqa: E402  (tests/data/models, the shared zoo's copy)
 ZOO = sorted(MODELS.glob("*.onnx"))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_MODELS
+from mlcc_test_paths import SHARED_MODELS
 
 from mlcc.frontend.stablehlo import StableHLOUnsupportedError, import_stablehlo
 from mlcc.frontend.stablehlo.bytecode import INSTALL_HINT

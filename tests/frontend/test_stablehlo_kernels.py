@@ -8,7 +8,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import SHARED_MODELS
+from mlcc_test_paths import SHARED_MODELS
 
 import mlcc
 from mlcc.frontend.stablehlo import import_stablehlo
