@@ -318,12 +318,15 @@ def test_incompatible_shapes_name_the_node(tmp_path: Path) -> None:
     assert err.value.exit_code == 65
 
 
-def test_layer_norm_statistics_outputs_are_unsupported() -> None:
-    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean"], name="ln")
-    model = model_of([node], [vi("x", [2, 4])], [vi("y", [2, 4]), vi("mean", [2, 1])],
-                     [const("s", np.ones(4, np.float32))], opset=17)
-    with pytest.raises(UnsupportedFeatureError, match="node 'ln' .*Mean"):
-        import_onnx(model)
+def test_layer_norm_statistics_outputs_match_onnxruntime() -> None:
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y", "mean", "inv_std"], name="ln", axis=1)
+    outputs = [vi("y", [2, 3, 4]), vi("mean", [2, 1, 1]), vi("inv_std", [2, 1, 1])]
+    model = model_of([node], [vi("x", [2, 3, 4])], outputs,
+                     [const("s", np.linspace(0.5, 2, 12, dtype=np.float32).reshape(3, 4))], opset=17)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    got, want = evaluate(import_onnx(model), {"x": x}), run_ort(model, {"x": x})
+    for name in ("y", "mean", "inv_std"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
 
 
 def test_shape_input_not_known_at_import_falls_back_to_inferred_shape() -> None:

@@ -10,11 +10,15 @@ from mlcc.frontend.onnx.ops import conv  # noqa: F401
 from mlcc.frontend.onnx.ops import elementwise  # noqa: F401
 from mlcc.frontend.onnx.ops import indexing  # noqa: F401
 from mlcc.frontend.onnx.ops import linalg  # noqa: F401
+from mlcc.frontend.onnx.ops import loss  # noqa: F401
+from mlcc.frontend.onnx.ops import movement  # noqa: F401
 from mlcc.frontend.onnx.ops import normalization  # noqa: F401
 from mlcc.frontend.onnx.ops import quantize  # noqa: F401
+from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
 from mlcc.frontend.onnx.ops import reduce  # noqa: F401
 from mlcc.frontend.onnx.ops import resize  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
+from mlcc.frontend.onnx.ops import signal  # noqa: F401
 from mlcc.frontend.onnx.errors import (FrontendError, InvalidModelError, ModelNotFoundError, UnsupportedFeatureError,
                                        UnsupportedOpError)
 from mlcc.frontend.onnx.importer import import_onnx

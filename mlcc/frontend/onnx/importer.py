@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 import onnx
+import onnx.inliner
 
 from mlcc.frontend.onnx.errors import (DeferredValueError, FrontendError, InvalidModelError,
                                        UnsupportedFeatureError, UnsupportedNode, UnsupportedOpError)
@@ -25,7 +26,7 @@ from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Resu
                                          normalize_domain)
 from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.dtypes import dtype_of_numpy
+from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import ShapeError
 from mlcc.names import sanitize_identifier
@@ -49,14 +50,78 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
         default_name = model.graph.name or "model"
+        data_files: list[Path] = []
     else:
         path = Path(model)
         label = path.name
-        proto = load_model(path)
+        proto, data_files = load_model(path)
         default_name = path.stem
     proto, symbols = _prepare(proto, label, shapes or {})
     module_name = sanitize_identifier(name or default_name)
-    return _GraphImporter(proto, label, module_name, symbols).run()
+    module = _GraphImporter(proto, label, module_name, symbols).run()
+    module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
+    return module
+
+
+def unsupported_nodes(graph: onnx.GraphProto, opsets: dict[str, int],
+                      local_functions: frozenset[tuple[str, str]] = frozenset(),
+                      scope: str = "") -> list[UnsupportedNode]:
+    """Every node without an import rule (calls of ``local_functions``, (domain, name), excepted), looking
+    inside the subgraphs of nodes that have one (If branches)."""
+    missing: list[UnsupportedNode] = []
+    pending = [(graph, scope)]
+    while pending:  # a worklist: subgraphs may nest deep
+        g, prefix = pending.pop()
+        for index, node in enumerate(g.node):
+            domain = normalize_domain(node.domain)
+            if (domain, node.op_type) in local_functions:
+                continue
+            opset = opsets.get(domain, 0)
+            label = node_label(node, index, prefix)
+            if find_rule(domain, node.op_type, opset) is None:
+                missing.append(UnsupportedNode(node.op_type, domain, opset, label))
+                continue
+            for a in node.attribute:
+                for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    pending.append((sub, f"{label}/"))
+    return missing
+
+
+# The newest IR version and opsets this onnx release knows (release, IR version, ai.onnx, ai.onnx.ml, training).
+_NEWEST = onnx.helper.VERSION_TABLE[-1]
+MAX_IR_VERSION = _NEWEST[1]
+MAX_OPSETS = {"": _NEWEST[2], "ai.onnx.ml": _NEWEST[3], "ai.onnx.training": _NEWEST[4],
+              "ai.onnx.preview.training": _NEWEST[4]}
+
+
+def _check_versions(model: onnx.ModelProto, label: str | None) -> dict[str, int]:
+    """The model's opsets by domain; an IR version or a standard opset newer than supported is unsupported."""
+    if model.ir_version > MAX_IR_VERSION:
+        raise UnsupportedFeatureError(f"IR version {model.ir_version} is newer than supported "
+                                      f"(at most {MAX_IR_VERSION})", file=label)
+    opsets: dict[str, int] = {}
+    for o in model.opset_import:
+        domain = normalize_domain(o.domain)
+        newest = MAX_OPSETS.get(domain)
+        if newest is not None and o.version > newest:
+            raise UnsupportedFeatureError(f"{domain or 'ai.onnx'} opset {o.version} is newer than supported "
+                                          f"(at most {newest})", file=label)
+        opsets[domain] = o.version
+    return opsets
+
+
+def _check_all_supported(model: onnx.ModelProto, label: str | None) -> None:
+    """Unsupported ops, listed all at once, before the ONNX checker (which stops at the first one it
+    does not know); the bodies of model-local functions are checked too."""
+    opsets = _check_versions(model, label)
+    local = frozenset((normalize_domain(f.domain), f.name) for f in model.functions)
+    missing = unsupported_nodes(model.graph, opsets, local)
+    for f in model.functions:
+        f_opsets = opsets | {normalize_domain(o.domain): o.version for o in f.opset_import}
+        body = onnx.GraphProto(node=f.node)
+        missing += unsupported_nodes(body, f_opsets, local, f"{f.name}/")
+    if missing:
+        raise UnsupportedOpError(missing, file=label)
 
 
 def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> tuple[onnx.ModelProto, set[str]]:
@@ -66,6 +131,7 @@ def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> 
     makes up (``unk__3``) stands for an unknown dim.
     """
     order = topological_order(model.graph, label)
+    _check_all_supported(model, label)
     if order != list(range(len(order))):
         nodes = [model.graph.node[i] for i in order]
         copies = [onnx.NodeProto() for _ in nodes]
@@ -80,6 +146,7 @@ def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> 
     if model.functions:
         model = onnx.inliner.inline_local_functions(model)
     _set_input_dims(model, label, shapes)
+    _check_input_dims(model, label)
     g = model.graph
     symbols = {d.dim_param for v in list(g.input) + list(g.output) + list(g.value_info)
                if v.type.HasField("tensor_type") for d in v.type.tensor_type.shape.dim if d.HasField("dim_param")}
@@ -128,6 +195,36 @@ def _set_input_dims(model: onnx.ModelProto, label: str | None, shapes: InputShap
                 dim.dim_value = bound[dim.dim_param]
             elif not dim.HasField("dim_value") and not dim.HasField("dim_param"):
                 dim.dim_param = f"{sanitize_identifier(inp.name)}_d{k}"
+
+
+MAX_TENSOR_BYTES = 2**63 - 1  # sizes are int64 everywhere downstream: a larger tensor is an overflow
+
+
+def _check_input_dims(model: onnx.ModelProto, label: str | None) -> None:
+    """Graph inputs with a negative dim, or dims whose byte size overflows int64 (checked arithmetic)."""
+    for inp in model.graph.input:
+        if not inp.type.HasField("tensor_type"):
+            continue
+        dims = [d.dim_value for d in inp.type.tensor_type.shape.dim if d.HasField("dim_value")]
+        check_tensor_size(inp.name, dims, inp.type.tensor_type.elem_type, label)
+
+
+def check_tensor_size(name: str, dims: Sequence[Dim | None], elem_type: int | str, label: str | None,
+                      node: str | None = None, op_type: str | None = None) -> None:
+    """Reject a negative dim, or static dims whose byte size does not fit in int64 (RELIABILITY.md item 13)."""
+    itemsize = numpy_dtype(elem_type).itemsize if isinstance(elem_type, str) else \
+        (np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize if ir_dtype(elem_type) else 1)
+    size = max(itemsize, 1)
+    for d in dims:
+        if not isinstance(d, int):
+            continue
+        if d < 0:
+            raise InvalidModelError(f"value '{name}' has a negative dim {d} in {list(dims)}", file=label, node=node,
+                                    op_type=op_type)
+        size *= d
+    if size > MAX_TENSOR_BYTES:
+        raise InvalidModelError(f"value '{name}' with dims {list(dims)} needs {size} bytes, more than 2**63",
+                                file=label, node=node, op_type=op_type)
 
 
 def _bound_symbols(inputs: dict[str, onnx.ValueInfoProto], shapes: InputShapes, label: str | None) -> dict[str, int]:
@@ -193,23 +290,9 @@ class _GraphImporter:
 
     # ---- setup
     def _check_supported(self) -> None:
-        missing: list[UnsupportedNode] = []
-        self._find_unsupported(self.graph, "", missing)
+        missing = unsupported_nodes(self.graph, self.ctx.opsets)
         if missing:
             raise UnsupportedOpError(missing, file=self.ctx.file)
-
-    def _find_unsupported(self, graph: onnx.GraphProto, scope: str, missing: list[UnsupportedNode]) -> None:
-        """Nodes without a rule, looking inside the subgraphs of nodes that have one (If branches)."""
-        for index, node in enumerate(graph.node):
-            domain = normalize_domain(node.domain)
-            opset = self.ctx.opsets.get(domain, 0)
-            label = node_label(node, index, scope)
-            if find_rule(domain, node.op_type, opset) is None:
-                missing.append(UnsupportedNode(node.op_type, domain, opset, label))
-                continue
-            for a in node.attribute:
-                for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                    self._find_unsupported(g, f"{label}/", missing)
 
     def _import_subgraph(self, graph: onnx.GraphProto, scope: str, inputs: Sequence[Tensor] = ()) -> list[Tensor]:
         """Import a subgraph's nodes inline (they may read outer values), its inputs bound to ``inputs``.
@@ -344,6 +427,8 @@ class _GraphImporter:
                                                   file=self.ctx.file, node=label, op_type=proto.op_type)
                 continue
             if isinstance(r, Instruction):
+                if not r.shape.is_tuple:
+                    check_tensor_size(out, r.shape.dims, r.shape.dtype, self.ctx.file, label, proto.op_type)
                 t = Tensor(out, r.shape.dtype, tuple(r.shape.dims), inst=r, origin=(label,))
             elif isinstance(r, Deferred):
                 info = self.ctx.inferred.get(out)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import heapq
 import os
+import re
+import stat
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 import onnx
@@ -14,8 +18,9 @@ from onnx import AttributeProto, TensorProto
 from mlcc.frontend.onnx.errors import InvalidModelError, ModelNotFoundError
 
 
-def load_model(path: Path) -> onnx.ModelProto:
-    """The model at ``path`` with its external data read in, rejecting data paths that leave its folder."""
+def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
+    """The model at ``path`` with its external data read in, rejecting data paths that leave its folder;
+    also the external data files read."""
     label = path.name
     if not path.is_file():
         raise ModelNotFoundError(f"model file '{path}' does not exist", file=label)
@@ -23,8 +28,7 @@ def load_model(path: Path) -> onnx.ModelProto:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # protobuf's DecodeError and friends
         raise InvalidModelError(f"cannot parse the model: {type(e).__name__}: {e}", file=label) from None
-    load_external_data(model, path.parent, label)
-    return model
+    return model, load_external_data(model, path.parent, label)
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
@@ -64,49 +68,176 @@ def uses_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == TensorProto.EXTERNAL for t in all_tensors(model))
 
 
-def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str) -> None:
+EXTERNAL_DATA_KEYS = frozenset({"location", "offset", "length", "checksum"})  # the ONNX spec's keys, nothing else
+_DIGITS = re.compile(r"[0-9]{1,19}")  # a non-negative decimal that fits in int64
+
+
+def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str) -> list[Path]:
+    """Read every external tensor's bytes into the model; returns the data files read (for the manifest).
+
+    The location must name a regular file inside ``base_dir`` reached without symbolic links
+    (RELIABILITY.md items 1-8): it is opened component by component relative to the folder with
+    ``O_NOFOLLOW``, so a file or folder swapped for a link after the checks fails to open.
+    """
+    files: dict[str, Path] = {}
+    checked: set[tuple[str, str]] = set()
     for tensor in all_tensors(model):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
-        info = {e.key: e.value for e in tensor.external_data}
+        info = _external_data_info(tensor, label)
         location = info.get("location", "")
-        path = _safe_data_path(base_dir, location, tensor.name, label)
-        try:
-            offset = int(info.get("offset", 0))
-            length = int(info["length"]) if "length" in info else None
-        except ValueError:
-            raise InvalidModelError(f"tensor '{tensor.name}': bad external data offset or length", file=label) from None
-        size = path.stat().st_size
-        if offset < 0 or offset > size or (length is not None and (length < 0 or offset + length > size)):
-            raise InvalidModelError(f"tensor '{tensor.name}': external data range [{offset}, +{length}) "
-                                    f"is outside '{location}' ({size} bytes)", file=label)
-        with open(path, "rb") as f:
+        path, checked_stat = _safe_data_path(base_dir, location, tensor.name, label)
+        where = f"tensor '{tensor.name}': external data '{location}'"
+        offset = _external_int(info, "offset", 0, tensor.name, label)
+        length = _external_int(info, "length", None, tensor.name, label)
+        expected = _payload_bytes(tensor, label)
+        if length is not None and expected is not None and length != expected:
+            raise InvalidModelError(f"{where}: length {length} does not match the {expected} bytes "
+                                    f"its dims {list(tensor.dims)} need", file=label)
+        with _open_inside(base_dir, path, checked_stat, where, label) as f:
+            size = os.fstat(f.fileno()).st_size
+            want = length if length is not None else expected if expected is not None else size - offset
+            if offset > size or want < 0 or offset + want > size:
+                raise InvalidModelError(f"{where}: range [{offset}, +{want}) is outside the file "
+                                        f"({size} bytes)", file=label)
+            if "checksum" in info and (location, info["checksum"]) not in checked:
+                _check_checksum(f, info["checksum"], where, label)
+                checked.add((location, info["checksum"]))
             f.seek(offset)
-            data = f.read() if length is None else f.read(length)
+            data = f.read(want)
+        if len(data) != want:
+            raise InvalidModelError(f"{where}: the file shrank while it was read", file=label)
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = TensorProto.DEFAULT
+        files.setdefault(str(path), path)
+    return list(files.values())
 
 
-def _safe_data_path(base_dir: Path, location: str, tensor: str, label: str) -> Path:
+def _external_data_info(tensor: TensorProto, label: str) -> dict[str, str]:
+    info: dict[str, str] = {}
+    for e in tensor.external_data:
+        if e.key not in EXTERNAL_DATA_KEYS:
+            raise InvalidModelError(f"tensor '{tensor.name}': unknown external data key {e.key!r} "
+                                    f"(allowed: {', '.join(sorted(EXTERNAL_DATA_KEYS))})", file=label)
+        if e.key in info:
+            raise InvalidModelError(f"tensor '{tensor.name}': external data key {e.key!r} given twice", file=label)
+        info[e.key] = e.value
+    return info
+
+
+def _external_int(info: dict[str, str], key: str, default: int | None, tensor: str, label: str) -> int | None:
+    if key not in info:
+        return default
+    text = info[key]
+    if not _DIGITS.fullmatch(text) or int(text) >= 2**63:
+        raise InvalidModelError(f"tensor '{tensor}': bad external data {key} {text[:40]!r} "
+                                f"(a non-negative integer below 2**63)", file=label)
+    return int(text)
+
+
+def _payload_bytes(tensor: TensorProto, label: str) -> int | None:
+    """The bytes a tensor's dims and element type need (checked arithmetic); None for types of unknown width."""
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
+    if tensor.data_type in (TensorProto.STRING,) or itemsize == 0:
+        return None
+    count = 1
+    for d in tensor.dims:
+        if d < 0:
+            raise InvalidModelError(f"tensor '{tensor.name}' has a negative dim {d}", file=label)
+        count *= d
+        if count * itemsize >= 2**63:
+            raise InvalidModelError(f"tensor '{tensor.name}': dims {list(tensor.dims)} overflow int64", file=label)
+    if tensor.data_type in (TensorProto.INT4, TensorProto.UINT4) or "FLOAT4" in TensorProto.DataType.Name(
+            tensor.data_type):
+        return (count + 1) // 2
+    return count * itemsize
+
+
+def _check_checksum(f, checksum: str, where: str, label: str) -> None:
+    """``checksum`` is the hex digest of the whole file: SHA-1 (the ONNX spec's) or SHA-256."""
+    algo = {40: "sha1", 64: "sha256"}.get(len(checksum))
+    if algo is None or not re.fullmatch(r"[0-9a-fA-F]+", checksum):
+        raise InvalidModelError(f"{where}: checksum {checksum[:80]!r} is not a SHA-1 or SHA-256 hex digest",
+                                file=label)
+    h = hashlib.new(algo)
+    f.seek(0)
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+    if h.hexdigest() != checksum.lower():
+        raise InvalidModelError(f"{where}: {algo} checksum mismatch (the file is not the one the model was "
+                                f"saved with)", file=label)
+
+
+def _safe_data_path(base_dir: Path, location: str, tensor: str, label: str) -> tuple[Path, os.stat_result]:
+    """The checked path of an external data file (relative, no '..', no link on the way, a regular file with
+    one link) and its lstat at the time of the check."""
     where = f"tensor '{tensor}': external data location '{location}'"
     if not location:
         raise InvalidModelError(f"tensor '{tensor}': external data without a location", file=label)
-    rel = Path(location)
-    if rel.is_absolute() or location.startswith(("/", "\\")) or (len(location) > 1 and location[1] == ":"):
+    if "\x00" in location:
+        raise InvalidModelError(f"{where} contains a NUL byte", file=label)
+    posix = location.replace("\\", "/")
+    if posix.startswith("/") or (len(location) > 1 and location[1] == ":") or Path(location).is_absolute():
         raise InvalidModelError(f"{where} is an absolute path", file=label)
-    if any(part == ".." for part in Path(location.replace("\\", "/")).parts):
+    parts = [p for p in posix.split("/") if p not in ("", ".")]
+    if any(part == ".." for part in parts) or not parts:
         raise InvalidModelError(f"{where} leaves the model's folder", file=label)
     path = base_dir
-    for part in rel.parts:
+    for part in parts:
         path = path / part
         if path.is_symlink():
             raise InvalidModelError(f"{where} goes through a symbolic link", file=label)
-    if not path.is_file():
-        raise ModelNotFoundError(f"{where} does not exist", file=label)
-    if os.path.commonpath([path.resolve(), base_dir.resolve()]) != str(base_dir.resolve()):
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"{where} does not exist", file=label) from None
+    except OSError as e:
+        raise InvalidModelError(f"{where} cannot be read: {e.strerror}", file=label) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidModelError(f"{where} is not a regular file", file=label)
+    if st.st_nlink > 1:
+        raise InvalidModelError(f"{where} has {st.st_nlink} hard links (refused: it may be a file from "
+                                f"elsewhere)", file=label)
+    base = base_dir.resolve()
+    if os.path.commonpath([path.resolve(), base]) != str(base):
         raise InvalidModelError(f"{where} leaves the model's folder", file=label)
-    return path
+    return path, st
+
+
+@contextlib.contextmanager
+def _open_inside(base_dir: Path, path: Path, checked: os.stat_result, where: str, label: str) -> Iterator[BinaryIO]:
+    """Open ``path`` (checked by _safe_data_path, which saw ``checked``) again without following any link,
+    and make sure it is still the regular, singly linked file that was checked (same device and inode)."""
+    parts = path.relative_to(base_dir).parts
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    directory = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow
+    fds: list[int] = []
+    try:
+        try:
+            if os.open in os.supports_dir_fd:  # each component relative to its parent's descriptor
+                fds.append(os.open(base_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)))
+                for part in parts[:-1]:
+                    fds.append(os.open(part, directory, dir_fd=fds[-1]))
+                fd = os.open(parts[-1], os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0), dir_fd=fds[-1])
+            else:  # no openat: the inode comparison below still catches a swapped file
+                fd = os.open(path, os.O_RDONLY | nofollow | getattr(os, "O_BINARY", 0))
+        except OSError as e:
+            raise InvalidModelError(f"{where} changed while it was opened ({e.strerror})", file=label) from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (checked.st_dev, checked.st_ino) \
+                or st.st_nlink > 1:
+            os.close(fd)
+            raise InvalidModelError(f"{where} changed while it was opened (not the file that was checked)",
+                                    file=label)
+        with os.fdopen(fd, "rb") as f:
+            yield f
+    finally:
+        for d in fds:
+            os.close(d)
 
 
 def node_label(node: onnx.NodeProto, index: int, scope: str = "") -> str:
@@ -130,10 +261,20 @@ def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
 def topological_order(graph: onnx.GraphProto, label: str | None) -> list[int]:
     """Node indices in an order where producers precede consumers (stable); a cycle is an error naming its nodes."""
     producer: dict[str, int] = {}
+    graph_values = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     for i, node in enumerate(graph.node):
         for out in node.output:
-            if out:
-                producer[out] = i
+            if not out:
+                continue
+            if out in producer or out in graph_values:
+                if out in producer:
+                    j = producer[out]
+                    first = f"node '{node_label(graph.node[j], j)}' ({graph.node[j].op_type})"
+                else:
+                    first = "a graph input or initializer"
+                raise InvalidModelError(f"value '{out}' is defined twice: by {first} and by node "
+                                        f"'{node_label(node, i)}' ({node.op_type})", file=label)
+            producer[out] = i
     deps: list[set[int]] = []
     for i, node in enumerate(graph.node):
         names = {x for x in node.input if x} | subgraph_inputs(node)

@@ -260,11 +260,16 @@ class OnnxNode:
         info = self.ctx.inferred.get(self.proto.output[j]) if j < len(self.proto.output) else None
         return info[0] if info else None
 
-    def inferred_dims(self, j: int, what: str) -> tuple[Dim, ...]:
-        """Fallback when an input that fixes output ``j``'s shape is not known: ONNX's inferred dims."""
+    def inferred_dims(self, j: int, what: str, source: int | None = None) -> tuple[Dim, ...]:
+        """Fallback when an input that fixes output ``j``'s shape is not known: ONNX's inferred dims.
+
+        ``source`` is that input's index, named in the error (so a caller can supply its value).
+        """
         dims = self.output_dims(j)
         if dims is None:
-            raise self.unsupported(f"the {what} is not known at import time and ONNX could not infer the output shape")
+            named = f" (input '{self.proto.input[source]}')" if source is not None and self.has_input(source) else ""
+            raise self.unsupported(f"the {what}{named} is not known at import time "
+                                   "and ONNX could not infer the output shape")
         return dims
 
     def axis(self, axis: int, rank: int) -> int:

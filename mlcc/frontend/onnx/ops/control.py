@@ -1,5 +1,5 @@
 """Control flow known at import time: an If with a known condition is its chosen branch; a Loop with a
-known trip count (and conditions known at import time) is unrolled."""
+known trip count (and conditions known at import time) is unrolled, and so is a Scan (its length is static)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _result(t: Tensor) -> Result:
 
 def _known_bool(node: OnnxNode, t: Tensor, what: str) -> bool:
     if t.value is None:
-        raise node.unsupported(f"the {what} must be known at import time")
+        raise node.unsupported(f"the {what} (input '{t.name}') must be known at import time")
     if t.value.size != 1:
         raise node.error(f"the {what} has {t.value.size} elements")
     return bool(t.value.reshape(-1)[0])
@@ -69,3 +69,72 @@ def import_loop(b: Builder, node: OnnxNode) -> list[Result]:
         parts = [b.reshape(node.ctx.materialize(b, t), (1,) + tuple(t.dims)) for t in scan]
         stacked.append(parts[0] if len(parts) == 1 else b.op("concatenate", parts, dimension=0))
     return [_result(t) for t in carried] + stacked
+
+
+def _axes(node: OnnxNode, name: str, count: int, ranks: list[int]) -> list[int]:
+    axes = node.attr(name, [0] * count)
+    if len(axes) != count:
+        raise node.error(f"{name} has {len(axes)} entries for {count} values")
+    return [node.axis(a, r) for a, r in zip(axes, ranks)]
+
+
+def _scan_slice(b: Builder, node: OnnxNode, t: Tensor, axis: int, index: int) -> Tensor:
+    """Element ``index`` of t along ``axis``, that axis removed."""
+    dims = tuple(d for i, d in enumerate(t.dims) if i != axis)
+    if t.value is not None:
+        return Tensor(t.name, t.dtype, dims, value=np.take(t.value, index, axis=axis))
+    x = node.ctx.materialize(b, t)
+    starts = [0] * len(t.dims)
+    limits = list(t.dims)
+    starts[axis], limits[axis] = index, index + 1
+    piece = b.op("slice", [x], start_indices=tuple(starts), limit_indices=tuple(limits),
+                 strides=(1,) * len(t.dims))
+    return Tensor(t.name, t.dtype, dims, inst=b.reshape(piece, dims))
+
+
+def _stack(b: Builder, node: OnnxNode, pieces: list[Tensor], axis: int) -> Result:
+    if all(t.value is not None for t in pieces):
+        return np.stack([t.value for t in pieces], axis=axis)
+    parts = []
+    for t in pieces:
+        dims = list(t.dims)
+        dims.insert(axis, 1)
+        parts.append(b.reshape(node.ctx.materialize(b, t), tuple(dims)))
+    return parts[0] if len(parts) == 1 else b.op("concatenate", parts, dimension=axis)
+
+
+@onnx_op("Scan", since=9, fold=False)
+def import_scan(b: Builder, node: OnnxNode) -> list[Result]:
+    """Unrolled: the body is imported once per element of the scanned axis (the sequence length is static)."""
+    body = node.attr("body")
+    m = node.attr("num_scan_inputs")
+    n_state = node.num_inputs - m
+    states = [node.tensor(i) for i in range(n_state)]
+    scanned = [node.tensor(i) for i in range(n_state, node.num_inputs)]
+    n_out = len(body.output) - n_state
+    if m < 1 or n_out < 0 or len(body.input) != n_state + m:
+        raise node.error(f"the body's inputs and outputs do not match {n_state} states and {m} scan inputs")
+    in_axes = _axes(node, "scan_input_axes", m, [len(t.dims) for t in scanned])
+    in_reverse = node.attr("scan_input_directions", [0] * m)
+    lengths = {t.dims[a] for t, a in zip(scanned, in_axes)}
+    if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
+        raise node.unsupported(f"scan inputs of lengths {sorted(map(str, lengths))} (one static length is needed)")
+    length = int(next(iter(lengths)))
+    if length > MAX_UNROLLED_ITERATIONS:
+        raise node.unsupported(f"scans of more than {MAX_UNROLLED_ITERATIONS} iterations")
+    if length == 0:
+        raise node.unsupported("a scan over zero elements")
+    outputs: list[list[Tensor]] = [[] for _ in range(n_out)]
+    assert node.ctx.import_subgraph is not None
+    for i in range(length):
+        slices = [_scan_slice(b, node, t, a, length - 1 - i if rev else i)
+                  for t, a, rev in zip(scanned, in_axes, in_reverse)]
+        outs = node.ctx.import_subgraph(body, f"{node.name}/{i}", states + slices)
+        states = outs[:n_state]
+        for column, t in zip(outputs, outs[n_state:]):
+            column.append(t)
+    out_axes = _axes(node, "scan_output_axes", n_out, [len(c[0].dims) + 1 for c in outputs])
+    out_reverse = node.attr("scan_output_directions", [0] * n_out)
+    stacked = [_stack(b, node, column[::-1] if rev else column, a)
+               for column, a, rev in zip(outputs, out_axes, out_reverse)]
+    return [_result(t) for t in states] + stacked

@@ -137,7 +137,10 @@ def import_cast(b: Builder, node: OnnxNode) -> list[Result]:
 
 @onnx_op("CastLike", since=15)
 def import_cast_like(b: Builder, node: OnnxNode) -> list[Result]:
-    return [b.convert(node.input(0), node.dtype(1))]
+    like = node.tensor(1)
+    if like.inst is None and like.value is None and like.deferred:  # e.g. an initializer of a type mlcc lacks
+        raise node.unsupported(f"input '{like.name}' {like.deferred}")
+    return [b.convert(node.input(0), like.dtype)]
 
 
 @onnx_op("Clip", since=6)

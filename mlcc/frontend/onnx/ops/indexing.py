@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
+
+
+def _check_known_indices(node: OnnxNode, indices: np.ndarray | None, sizes: list, what: str) -> None:
+    """Indices known at import must lie in [-size, size) (RELIABILITY.md item 22: ONNX makes them an error,
+    and a folded gather must never read outside its data). ``sizes`` has one entry per index component
+    (the last axis of ``indices`` for the ND ops); a symbolic size is not checked."""
+    if indices is None or indices.size == 0:
+        return
+    idx = np.asarray(indices).astype(np.int64, copy=False).reshape(-1, len(sizes))
+    for k, n in enumerate(sizes):
+        if not isinstance(n, int):
+            continue
+        col = idx[:, k]
+        bad = (col < -n) | (col >= n)
+        if bad.any():
+            raise node.error(f"{what} {int(col[bad][0])} is out of range for a dim of size {n}")
 
 
 @onnx_op("Gather", since=1)
 def import_gather(b: Builder, node: OnnxNode) -> list[Result]:
     data = node.input(0)
     axis = node.axis(node.attr("axis", 0), data.shape.rank)
+    _check_known_indices(node, node.value(1), [data.shape.dims[axis]], "index")
     return [b.op("gather", [data, node.input(1)], axis=axis)]
 
 
@@ -17,6 +36,7 @@ def import_gather(b: Builder, node: OnnxNode) -> list[Result]:
 def import_gather_elements(b: Builder, node: OnnxNode) -> list[Result]:
     data = node.input(0)
     axis = node.axis(node.attr("axis", 0), data.shape.rank)
+    _check_known_indices(node, node.value(1), [data.shape.dims[axis]], "index")
     return [b.op("gather-elements", [data, node.input(1)], axis=axis)]
 
 
@@ -25,7 +45,19 @@ def import_gather_nd(b: Builder, node: OnnxNode) -> list[Result]:
     indices = node.input(1)
     if indices.shape.dtype != "s64":
         raise node.error(f"indices must be int64, not {indices.shape.dtype}")
+    _check_nd_indices(node, node.attr("batch_dims", 0))
     return [b.op("gather-nd", [node.input(0), indices], batch_dims=node.attr("batch_dims", 0))]
+
+
+def _check_nd_indices(node: OnnxNode, batch_dims: int) -> None:
+    known = node.value(1)
+    data_dims, index_dims = node.dims(0), node.dims(1)
+    if known is None or not index_dims or not isinstance(index_dims[-1], int):
+        return
+    sizes = list(data_dims[batch_dims:batch_dims + index_dims[-1]])
+    if len(sizes) != index_dims[-1]:
+        raise node.error(f"index tuples of {index_dims[-1]} components for data of rank {len(data_dims)}")
+    _check_known_indices(node, known, sizes, "index")
 
 
 @onnx_op("ScatterND", since=11)
@@ -33,4 +65,5 @@ def import_scatter_nd(b: Builder, node: OnnxNode) -> list[Result]:
     reduction = node.attr("reduction", "none")
     if reduction not in ("none", "add", "mul", "max", "min"):
         raise node.error(f"unknown reduction '{reduction}'")
+    _check_nd_indices(node, 0)
     return [b.op("scatter-nd", [node.input(0), node.input(1), node.input(2)], reduction=reduction)]

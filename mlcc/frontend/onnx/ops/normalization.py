@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import onnx
+
 from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_float, scalar_op, static_dims
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.ir import Dim, Instruction
+from mlcc.frontend.onnx.types import ir_dtype
+from mlcc.hlo.ir import Dim, Instruction, is_float
 
 
 def _to_dims(b: Builder, node: OnnxNode, v: Instruction, dims: Sequence[Dim], what: str) -> Instruction:
@@ -31,17 +34,45 @@ def _no_extra_outputs(node: OnnxNode, names: str) -> None:
 
 @onnx_op("LayerNormalization", since=17)
 def import_layer_norm(b: Builder, node: OnnxNode) -> list[Result]:
-    _no_extra_outputs(node, "Mean and InvStdDev")
     x = node.input(0)
     require_float(node, x)
     rank = x.shape.rank
     axis = node.axis(node.attr("axis", -1), rank)
     dims = x.shape.dims[axis:]
+    epsilon = float(node.attr("epsilon", 1e-5))
     scale = _to_dims(b, node, b.convert(node.input(1), x.shape.dtype), dims, "Scale")
     bias = (_to_dims(b, node, b.convert(node.input(2), x.shape.dtype), dims, "B") if node.has_input(2)
             else full(b, 0, x.shape.dtype, dims))
-    return [b.op("layer-norm", [x, scale, bias], dimensions=tuple(range(axis, rank)),
-                 epsilon=float(node.attr("epsilon", 1e-5)))]
+    y = b.op("layer-norm", [x, scale, bias], dimensions=tuple(range(axis, rank)), epsilon=epsilon)
+    if not any(node.output_used(j) for j in (1, 2)):
+        return [y]
+    return [y, *_layer_norm_statistics(b, node, x, axis, epsilon)][:node.num_outputs]
+
+
+def _layer_norm_statistics(b: Builder, node: OnnxNode, x: Instruction, axis: int,
+                           epsilon: float) -> list[Instruction]:
+    """LayerNormalization's Mean and InvStdDev outputs: x's dims with the normalized ones kept as 1,
+    computed in the stash type (float32 unless ``stash_type`` says otherwise)."""
+    stash = ir_dtype(node.attr("stash_type", onnx.TensorProto.FLOAT))
+    if stash is None or not is_float(stash):
+        raise node.unsupported(f"stash_type {node.attr('stash_type')}")
+    xs = b.convert(x, stash)
+    rank = x.shape.rank
+    normalized = tuple(range(axis, rank))
+    count = 1
+    for d in static_dims(node, x.shape.dims[axis:], "normalized dims"):
+        count *= d
+    lead = x.shape.dims[:axis]
+    kept = tuple(lead) + (1,) * (rank - axis)
+
+    def mean(v: Instruction) -> Instruction:
+        return scalar_op(b, "divide", b.op("reduce", [v], dimensions=normalized, kind="add"), count)
+
+    mu = mean(xs)
+    centered = b.op("subtract", [xs, broadcast_in_dims(b, mu, xs.shape.dims, list(range(axis)))])
+    variance = mean(b.op("multiply", [centered, centered]))
+    inv_std = b.op("rsqrt", [scalar_op(b, "add", variance, epsilon)])
+    return [b.reshape(mu, kept), b.reshape(inv_std, kept)]
 
 
 @onnx_op("RMSNormalization", since=23)

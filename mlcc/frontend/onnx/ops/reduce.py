@@ -183,7 +183,7 @@ def import_top_k(b: Builder, node: OnnxNode) -> list[Result]:
     elif node.value(1) is not None:
         k = int(node.value(1).reshape(-1)[0])
     else:  # k follows from ONNX's inferred output dims
-        k = node.inferred_dims(0, "k")[axis]
+        k = node.inferred_dims(0, "k", 1)[axis]
     n = x.shape.dims[axis]
     if not isinstance(n, int) or not 0 <= k <= n:
         raise node.error(f"k={k} does not fit dim {n}")

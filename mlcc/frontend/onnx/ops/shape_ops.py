@@ -70,7 +70,7 @@ def import_constant_of_shape(b: Builder, node: OnnxNode) -> list[Result]:
         raise node.error(f"value must have one element, has {arr.size}")
     _check_dtype(node, arr)
     shape = node.value(0)
-    dims = tuple(int(d) for d in shape.reshape(-1)) if shape is not None else node.inferred_dims(0, "shape")
+    dims = tuple(int(d) for d in shape.reshape(-1)) if shape is not None else node.inferred_dims(0, "shape", 0)
     if shape is not None and any(d < 0 for d in dims):
         raise node.error(f"negative dim in shape {list(dims)}")
     return [full(b, arr.reshape(-1)[0].item(), dtype_of_numpy(arr.dtype), dims)]
@@ -87,8 +87,8 @@ def import_dropout(b: Builder, node: OnnxNode) -> list[Result]:
     if node.opset >= 12 and node.has_input(2):
         training = node.value(2)
         if training is None:
-            raise node.unsupported("training_mode must be known at import time")
-        ratio = float(node.value(1)) if node.has_input(1) and node.value(1) is not None else 0.5
+            raise node.unsupported(f"the training_mode (input '{node.proto.input[2]}') must be known at import time")
+        ratio = float(node.const(1, "ratio")) if node.has_input(1) and bool(training) else 0.5
         if bool(training) and ratio != 0:
             raise node.unsupported("dropout in training mode (random) is not supported")
     if node.opset < 7 and not node.attr("is_test", 0):
@@ -124,7 +124,7 @@ def import_reshape(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     shape = node.value(1)
     if shape is None:
-        return [b.reshape(x, node.inferred_dims(0, "target shape"))]
+        return [b.reshape(x, node.inferred_dims(0, "target shape", 1))]
     allowzero = node.attr("allowzero", 0) if node.opset >= 14 else 0
     target: list[Dim | None] = []
     for i, s in enumerate(int(v) for v in shape.reshape(-1)):
@@ -188,7 +188,7 @@ def import_squeeze(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     dims = x.shape.dims
     if _axes_unknown(node):
-        return [b.reshape(x, node.inferred_dims(0, "axes"))]
+        return [b.reshape(x, node.inferred_dims(0, "axes", 1))]
     axes = _squeeze_axes(node)
     if axes is None:
         drop = [i for i, d in enumerate(dims) if d == 1]
@@ -205,7 +205,7 @@ def import_squeeze(b: Builder, node: OnnxNode) -> list[Result]:
 def import_unsqueeze(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     if _axes_unknown(node):
-        return [b.reshape(x, node.inferred_dims(0, "axes"))]
+        return [b.reshape(x, node.inferred_dims(0, "axes", 1))]
     axes = _squeeze_axes(node)
     if axes is None:
         raise node.error("axes are required")
@@ -230,7 +230,7 @@ def import_expand(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     shape = node.value(1)
     if shape is None:
-        dims = node.inferred_dims(0, "target shape")
+        dims = node.inferred_dims(0, "target shape", 1)
     else:
         dims = b.broadcast_shapes(x.shape.dims, [int(d) for d in shape.reshape(-1)])
     return [b.broadcast_to(x, dims)]
@@ -307,7 +307,7 @@ def import_split(b: Builder, node: OnnxNode) -> list[Result]:
         raise node.unsupported(f"splitting symbolic dim {dim}")
     n = node.num_outputs
     if node.opset >= 13 and node.has_input(1) and node.value(1) is None:
-        sizes = [node.inferred_dims(j, "split sizes")[axis] for j in range(n)]
+        sizes = [node.inferred_dims(j, "split sizes", 1)[axis] for j in range(n)]
     elif node.opset >= 13 and node.has_input(1):
         sizes = node.ints(1, "split sizes")
     elif node.opset < 13 and node.has_attr("split"):
@@ -328,6 +328,15 @@ def import_split(b: Builder, node: OnnxNode) -> list[Result]:
         outs.append(slice_axis(b, x, axis, start, start + s))
         start += s
     return outs
+
+
+def _clamp_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX Slice's clamping, which is not Python's for negative steps: there a start before the first
+    element clamps to 0 (Python: to -1, an empty slice) and an end clamps into [-1, dim - 1]."""
+    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
 
 
 @onnx_op("Slice", since=1)
@@ -358,7 +367,7 @@ def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
             if s == 0 and step == 1 and e >= 2 ** 31 - 1:
                 continue
             raise node.unsupported(f"slicing symbolic dim {d}")
-        s, e, step = slice(s, e, step).indices(d)
+        s, e = _clamp_slice(s, e, step, d)
         count = len(range(s, e, step))
         if count == 0:
             lo[a], hi[a], st[a] = 0, 0, 1
@@ -384,7 +393,7 @@ def import_tile(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     dims = x.shape.dims
     if node.value(1) is None:  # the repeats follow from ONNX's inferred output dims
-        out = static_dims(node, node.inferred_dims(0, "repeats"), "output dims")
+        out = static_dims(node, node.inferred_dims(0, "repeats", 1), "output dims")
         reps = [o // d if isinstance(d, int) and d else 1 for o, d in zip(out, dims)]
     else:
         reps = node.ints(1, "repeats")

@@ -1,0 +1,264 @@
+"""ONNX's backend API (``onnx.backend.base``) on top of mlcc, like ``onnxruntime.backend``.
+
+    import mlcc.backend
+    rep = mlcc.backend.prepare(model)          # compiles into a temporary bundle, no GPU target
+    (y,) = rep.run([x])                        # outputs in graph order
+    mlcc.backend.run_node(node, [x, w])        # one node as a model
+
+``prepare`` compiles the ModelProto with ``targets=[]`` (a bundle of Triton
+sources, run by Triton's interpreter on CPU, or JIT-compiled on a CUDA device)
+into a temporary directory that lives as long as the returned rep.
+
+mlcc compiles ahead of time, so every value that fixes a shape (a Reshape's
+shape, a Loop's trip count, an If's condition) must be known when compiling.
+When such a value is a graph input, ``prepare`` cannot know it: the rep then
+compiles at ``run`` time, once per distinct value of those inputs, with the
+values baked in as initializers. Only the inputs the importer names (or that
+the value it names is computed from) are baked; everything else stays a
+runtime input. Errors from mlcc propagate unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
+
+from mlcc.errors import MlccError, UnsupportedError
+
+MAX_SPECIALIZATIONS = 16  # compiled variants a rep keeps for distinct values of its baked inputs
+SHAPE_ONLY = {"Shape", "Size"}  # ops whose result depends on their input's dims, not its values
+_NEEDED_INPUT = re.compile(r"\(input '([^']*)'\) (?:must be|is not) known at import time")
+
+
+def _torch_device(device: str) -> str:
+    d = Device(device)
+    return "cpu" if d.type == DeviceType.CPU else f"cuda:{d.device_id}"
+
+
+def _needed_input(error: MlccError) -> str | None:
+    """The input an import error says must be known at compile time, if it names one."""
+    m = _NEEDED_INPUT.search(str(error))
+    return m.group(1) if m else None
+
+
+def _inputs_feeding(graph: onnx.GraphProto, name: str) -> list[str]:
+    """The graph inputs that value ``name`` of the graph is computed from, in graph input order.
+
+    The data inputs of Shape and Size do not count: their results depend on static dims only.
+    """
+    producer = {out: node for node in graph.node for out in node.output if out}
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        value = todo.pop()
+        if value in seen:
+            continue
+        seen.add(value)
+        node = producer.get(value)
+        if node is not None and node.op_type not in SHAPE_ONLY:
+            todo.extend(x for x in node.input if x)
+    return [vi.name for vi in graph.input if vi.name in seen]
+
+
+def _empty_inputs(graph: onnx.GraphProto, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """Zero-element arrays for the inputs among ``names`` whose static dims include a 0."""
+    out = {}
+    for vi in graph.input:
+        tt = vi.type.tensor_type
+        if vi.name not in names or not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if None not in dims and 0 in dims:
+            out[vi.name] = np.zeros(dims, dtype=helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    return out
+
+
+def _model_proto(model: Any) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model))
+    if isinstance(model, (str, os.PathLike)):
+        return onnx.load(os.fspath(model))
+    raise TypeError(f"expected an onnx.ModelProto, bytes or a path, got {type(model).__name__}")
+
+
+def _with_initializers(model: onnx.ModelProto, values: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """The model with the graph inputs in ``values`` turned into initializers."""
+    baked = onnx.ModelProto()
+    baked.CopyFrom(model)
+    kept = [vi for vi in baked.graph.input if vi.name not in values]
+    del baked.graph.input[:]
+    baked.graph.input.extend(kept)
+    for name, value in values.items():
+        baked.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    return baked
+
+
+class _Compiled:
+    """One bundle in a temporary directory, loaded; the directory goes when this object does."""
+
+    def __init__(self, model: onnx.ModelProto, device: str) -> None:
+        import mlcc
+        self._dir = tempfile.TemporaryDirectory(prefix="mlcc-backend-")
+        out = os.path.join(self._dir.name, "bundle")
+        mlcc.compile(model, out, targets=[], cache_dir="", quiet=True)
+        self.executable = mlcc.load(out, device=device)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.executable.run(feeds)
+
+
+class MlccBackendRep(BackendRep):
+    """A prepared model: ``run(inputs)`` returns the outputs in graph order, as a namedtuple."""
+
+    def __init__(self, model: onnx.ModelProto, device: str = "CPU") -> None:
+        self.model = model
+        self.device = device
+        initializers = {t.name for t in model.graph.initializer}
+        self.input_names = [vi.name for vi in model.graph.input if vi.name not in initializers]
+        self.output_names = [vo.name for vo in model.graph.output]
+        self._outputs = namedtupledict("Outputs", self.output_names)
+        # A zero-element input carries no data, only its (static) type and dims: it is compiled in
+        # (which also spares the runtime, whose Executable.run cannot take a zero-element input today).
+        empty = _empty_inputs(model.graph, self.input_names)
+        self._model = _with_initializers(model, empty) if empty else model
+        self.constant_inputs = set(empty)
+        self.baked: list[str] = []  # inputs compiled in as constants, one bundle per distinct value
+        self._variants: dict[bytes, _Compiled] = {}
+        self._compiled = self._compile_or_defer()
+
+    def _compile_or_defer(self) -> _Compiled | None:
+        try:
+            return _Compiled(self._model, _torch_device(self.device))
+        except UnsupportedError as e:
+            needed = self._inputs_needed(e)
+            if not needed:
+                raise
+            self.baked.extend(needed)
+            return None
+
+    def _inputs_needed(self, error: UnsupportedError) -> list[str]:
+        """The not yet baked graph inputs that the value ``error`` says must be known is computed from."""
+        name = _needed_input(error)
+        if name is None:
+            return []
+        return [n for n in _inputs_feeding(self.model.graph, name)
+                if n in self.input_names and n not in self.baked and n not in self.constant_inputs]
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        feeds = self._feeds(inputs)
+        compiled = self._compiled or self._specialized(feeds)
+        skip = self.constant_inputs.union(self.baked)
+        results = compiled.run({k: v for k, v in feeds.items() if k not in skip})
+        return self._outputs(*(results[name] for name in self.output_names))
+
+    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+        else:
+            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(values) != len(self.input_names):
+                raise ValueError(f"the model takes {len(self.input_names)} inputs "
+                                 f"({', '.join(self.input_names)}), got {len(values)}")
+            feeds = {name: np.asarray(v) for name, v in zip(self.input_names, values)}
+        missing = [n for n in self.input_names if n not in feeds]
+        if missing:
+            raise ValueError(f"missing inputs: {', '.join(missing)}")
+        return feeds
+
+    def _specialized(self, feeds: Mapping[str, np.ndarray]) -> _Compiled:
+        """The bundle for these values of the baked inputs, compiled on first use."""
+        while True:
+            key = b"".join(name.encode() + repr((feeds[name].dtype.str, feeds[name].shape)).encode()
+                           + np.ascontiguousarray(feeds[name]).tobytes() for name in self.baked)
+            found = self._variants.get(key)
+            if found is not None:
+                return found
+            model = _with_initializers(self._model, {name: feeds[name] for name in self.baked})
+            try:
+                compiled = _Compiled(model, _torch_device(self.device))
+            except UnsupportedError as e:
+                needed = self._inputs_needed(e)
+                if not needed:
+                    raise
+                self.baked.extend(needed)
+                continue
+            if len(self._variants) >= MAX_SPECIALIZATIONS:
+                self._variants.pop(next(iter(self._variants)))
+            self._variants[key] = compiled
+            return compiled
+
+
+class MlccBackend(Backend):
+    """``onnx.backend.base.Backend`` for mlcc: CPU always, CUDA where torch sees a device."""
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> MlccBackendRep:
+        proto = _model_proto(model)
+        onnx.checker.check_model(proto)
+        if not cls.supports_device(device):
+            raise RuntimeError(f"mlcc.backend does not support device '{device}' here")
+        return MlccBackendRep(proto, device)
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple[Any, ...]:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: onnx.NodeProto, inputs: Any, device: str = "CPU",
+                 outputs_info: Sequence[tuple[Any, tuple[int, ...]]] | None = None,
+                 **kwargs: Any) -> tuple[Any, ...]:
+        """Run one node on ``inputs`` (a list in the node's input order, or a dict by input name)."""
+        super().run_node(node, inputs, device=device, outputs_info=outputs_info, **kwargs)
+        names = [x for x in node.input if x]
+        if isinstance(inputs, Mapping):
+            values = [np.asarray(inputs[n]) for n in names]
+        else:
+            values = [np.asarray(v) for v in inputs]
+        if len(values) != len(names):
+            raise ValueError(f"node '{node.name or node.op_type}' takes {len(names)} inputs, got {len(values)}")
+        graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                        for n, v in zip(names, values)]
+        if outputs_info is not None:
+            graph_outputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t)), s)
+                             for n, (t, s) in zip(node.output, outputs_info)]
+        else:
+            graph_outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        graph = helper.make_graph([node], f"run_node_{node.op_type}", graph_inputs, graph_outputs)
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        opsets = [helper.make_opsetid("", kwargs.get("opset_version", onnx.defs.onnx_opset_version()))]
+        if domain:
+            opsets.append(helper.make_opsetid(domain, onnx.defs.get_schema(node.op_type, domain=domain).since_version))
+        model = helper.make_model(graph, opset_imports=opsets)
+        if outputs_info is None:  # the outputs' types come from ONNX's shape inference
+            model = onnx.shape_inference.infer_shapes(model)
+        return cls.prepare(model, device).run(values)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        try:
+            d = Device(device)
+        except (AttributeError, ValueError):
+            return False
+        if d.type == DeviceType.CPU:
+            return True
+        try:
+            import torch
+        except ImportError:
+            return False
+        return bool(torch.cuda.is_available()) and d.device_id < torch.cuda.device_count()
+
+
+prepare = MlccBackend.prepare
+run_model = MlccBackend.run_model
+run_node = MlccBackend.run_node
+supports_device = MlccBackend.supports_device
+is_compatible = MlccBackend.is_compatible

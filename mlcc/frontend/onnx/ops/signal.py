@@ -1,0 +1,79 @@
+"""DFT as one float64 dot: the transform is linear in the real and imaginary parts of the signal, so its
+matrix is computed at import time by applying numpy's FFT (as the ONNX reference does) to each basis signal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcc.frontend.onnx.ops.helpers import require_float, static_dims
+from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
+from mlcc.hlo.builder import Builder
+
+MAX_DFT_MATRIX_ELEMENTS = 1 << 24
+
+
+def _transform(signal: np.ndarray, length: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """The reference's DFT of one complex signal: [K, 2] (real, imaginary), or [K, 1] for an inverse one-sided."""
+    if not inverse:
+        out = np.fft.fft(signal, n=length)
+        if onesided:
+            out = out[:length // 2 + 1]
+    elif onesided:
+        return np.fft.irfft(signal, n=length)[:, None]
+    else:
+        out = np.fft.ifft(signal, n=length)
+    return np.stack([out.real, out.imag], axis=-1)
+
+
+def dft_matrix(size: int, parts: int, length: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """[size * parts, K * out_parts]: row j is the transform of the j-th basis signal (parts 1: real input,
+    2: real and imaginary interleaved)."""
+    rows = []
+    for j in range(size * parts):
+        basis = np.zeros(size * parts)
+        basis[j] = 1.0
+        pairs = basis.reshape(size, parts)
+        signal = pairs[:, 0] + (1j * pairs[:, 1] if parts == 2 else 0)
+        rows.append(_transform(signal, length, inverse, onesided).reshape(-1))
+    return np.stack(rows)
+
+
+@onnx_op("DFT", since=17)
+@onnx_op("DFT", since=20)
+def import_dft(b: Builder, node: OnnxNode) -> list[Result]:
+    x = node.input(0)
+    require_float(node, x)
+    rank = x.shape.rank
+    parts = static_dims(node, x.shape.dims[-1:], "complex dim")[0]
+    if parts not in (1, 2):
+        raise node.error(f"the last dim must be 1 (real) or 2 (complex), is {parts}")
+    if node.opset >= 20:
+        axis = node.ints(2, "axis")[0] if node.has_input(2) else -2
+    else:
+        axis = node.attr("axis", 1)
+    axis = node.axis(axis, rank)
+    if axis == rank - 1:
+        raise node.error("the axis cannot be the last (complex) dim")
+    size = static_dims(node, [x.shape.dims[axis]], "signal length")[0]
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    if node.has_input(1):
+        length = node.ints(1, "dft_length")[0]
+    else:
+        length = 2 * (size - 1) if inverse and onesided else size
+    if length < 1:
+        raise node.error(f"dft_length {length} must be positive")
+    matrix = dft_matrix(size, parts, length, inverse, onesided)
+    if matrix.size > MAX_DFT_MATRIX_ELEMENTS:
+        raise node.unsupported(f"a DFT of {size} points to {length} (its matrix would have {matrix.size} elements)")
+    out_parts = 1 if inverse and onesided else 2
+    bins = matrix.shape[1] // out_parts
+    # move the signal axis next to the complex dim, flatten the two, multiply, and move it back
+    perm = [d for d in range(rank - 1) if d != axis] + [axis, rank - 1]
+    moved = b.transpose(x, perm)
+    lead = moved.shape.dims[:-2]
+    flat = b.convert(b.reshape(moved, (*lead, size * parts)), "f64")  # as the reference: float64, then cast
+    y = b.op("dot", [flat, b.constant(matrix)], lhs_batch_dims=(), lhs_contracting_dims=(len(lead),),
+             rhs_batch_dims=(), rhs_contracting_dims=(0,))
+    y = b.convert(b.reshape(y, (*lead, bins, out_parts)), x.shape.dtype)
+    inverse_perm = [perm.index(d) for d in range(rank)]
+    return [b.transpose(y, inverse_perm)]
