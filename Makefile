@@ -8,7 +8,7 @@ MODELS := $(wildcard examples/models/*.onnx)
 JOBS   ?= 2
 N      ?= 1000
 
-.PHONY: setup demo test test-slow test-gpu fuzz bench clean
+.PHONY: setup demo test test-slow test-gpu fuzz clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,10 @@ test-slow: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -q -m gpu
+
+# Differential fuzzing against onnxruntime: N random valid models, failures shrunk into tests/fuzz/regressions/.
+fuzz: $(STAMP)
+	$(PY) tools/fuzz.py --n $(N) --jobs $(JOBS)
 
 clean:
 	rm -rf build
