@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mlcc.errors import InputMissingError, InvalidInputError, MlccError, UnsupportedError
+from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
 from mlcc.hlo.ir import Module
 from mlcc.version import __version__
 
@@ -257,10 +257,13 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
              "unfused": module.stats.get("unfused", {}),
              "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
     build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
-    with staged_directory(out_dir) as tmp:
-        manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
-                                binaries=binaries, targets=targets, model_info=model_info,
-                                build_info=build_info, stats=stats, device=device)
+    try:
+        with staged_directory(out_dir) as tmp:
+            manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
+                                    binaries=binaries, targets=targets, model_info=model_info,
+                                    build_info=build_info, stats=stats, device=device)
+    except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
+        raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
     _write_depfile(options, out_dir, deps)
     return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
                          fusion_explanations=list(module.stats.get("fusion_explanations", [])))

@@ -110,6 +110,50 @@ def test_compile_killed_while_compiling_kernels_leaves_the_previous_bundle_untou
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "triton-cache"]
 
 
+def _limit_file_size(limit: int):
+    """A preexec_fn: files this process writes may not grow past ``limit`` bytes (EFBIG, as a full disk gives
+    ENOSPC: a real write failure in the middle of the bundle, not a mock)."""
+    def apply() -> None:
+        import resource
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_write_failure_leaves_the_previous_bundle_and_no_debris(tmp_path, shared_models):
+    out = tmp_path / "b"
+    assert mlcc("compile", str(shared_models / "mlp.onnx"), "-o", str(out), "--target", "none").returncode == 0
+    before = tree_hashes(out)
+    # bert_tiny's weights.bin is far above 64 KiB: writing it fails partway through the staging directory
+    r = mlcc("compile", str(shared_models / "bert_tiny.onnx"), "-o", str(out), "--target", "none", "--no-cache",
+             preexec_fn=_limit_file_size(64 << 10))
+    assert r.returncode == 73, r.stderr
+    line, = r.stderr.splitlines()
+    assert line.startswith("mlcc: error: ") and str(out) in line and "cannot write the bundle" in line
+    assert tree_hashes(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+
+
+def test_concurrent_compiles_into_one_target_never_mix(tmp_path, shared_models):
+    models = {"mlp": shared_models / "mlp.onnx", "convnet": shared_models / "convnet.onnx"}
+    alone = {}
+    for name, model in models.items():  # each bundle built alone, for comparison (bundles are deterministic)
+        assert mlcc("compile", str(model), "-o", str(tmp_path / name), "--target", "none").returncode == 0
+        alone[name] = tree_hashes(tmp_path / name)
+    race = tmp_path / "race"
+    race.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for _ in range(3):
+        procs = [subprocess.Popen([sys.executable, "-m", "mlcc.cli", "compile", str(m), "-o", str(race / "b"),
+                                   "--target", "none", "--force", "-q"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True) for m in models.values()]
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+        assert tree_hashes(race / "b") in list(alone.values())  # one whole bundle, never a mix of the two
+        assert sorted(p.name for p in race.iterdir()) == ["b"]
+
+
 def test_depfile_and_config(tmp_path, shared_models):
     model = tmp_path / "my model.onnx"
     shutil.copy(shared_models / "mlp.onnx", model)
