@@ -378,8 +378,7 @@ def _png_pixels(data: bytes) -> np.ndarray:
     return out.reshape(h, w, bpp)[:, :, :3]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (.ci/run installs Debian's)")
 def test_report_in_headless_browser(bundle, report, tmp_path):
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
