@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 from pathlib import Path
 from typing import Any
 
@@ -57,14 +58,65 @@ def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[dict[str
             if inst.opcode != "constant":
                 continue
             buf = plan.buffers[inst.name]
-            data = to_physical(constant_array(inst, module.constants), inst.shape.layout).tobytes()
             pad = align(offset) - offset
             f.write(b"\0" * pad)
             offset += pad
-            entries.append({"name": buf.name, "offset": offset, "bytes": len(data), **shape_json(inst.shape)})
-            f.write(data)
-            offset += len(data)
+            written = _write_physical(f, constant_array(inst, module.constants), inst.shape.layout)
+            entries.append({"name": buf.name, "offset": offset, "bytes": written, **shape_json(inst.shape)})
+            offset += written
     return entries
+
+
+CHUNK_BYTES = 64 << 20  # weights are written in slabs of about this size: never a second copy of a big weight
+
+
+def _write_physical(f, arr: np.ndarray, layout) -> int:
+    """Write ``arr`` in ``layout``'s byte order, a slab of its outermost physical dim at a time (a weight
+    memory-mapped from external data is paged through, never held whole); returns the bytes written."""
+    if arr.ndim == 0 or arr.nbytes <= CHUNK_BYTES:
+        data = to_physical(arr, layout)
+        f.write(_bytes_of(data))
+        return data.nbytes
+    phys = np.transpose(arr, tuple(reversed(tuple(layout))))  # a view: physical dims, outermost first
+    rows = max(1, CHUNK_BYTES // max(1, phys[0].nbytes))
+    mapping = _file_mapping(arr)
+    for start in range(0, phys.shape[0], rows):
+        slab = phys[start:start + rows]
+        f.write(_bytes_of(np.ascontiguousarray(slab)))
+        if mapping is not None and slab.flags.c_contiguous:
+            _release(mapping, slab)  # pages already written need not stay resident
+    if mapping is not None:
+        _release(mapping, arr)
+    return arr.nbytes
+
+
+def _file_mapping(arr: np.ndarray) -> mmap.mmap | None:
+    """The memory map of a file that ``arr`` views (a weight from external data), if any."""
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # numpy keeps a buffer it did not allocate as a memoryview of it
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def _release(mapping: mmap.mmap, view: np.ndarray) -> None:
+    """Drop the resident pages of the file mapping under ``view`` (read-only and file-backed: touching them
+    again reads them back from the file), so paging through a huge weight does not grow the RSS."""
+    if not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    origin = np.frombuffer(mapping, dtype=np.uint8).ctypes.data
+    lo = view.ctypes.data - origin
+    hi = lo + view.nbytes
+    page = mmap.PAGESIZE
+    lo, hi = -(-lo // page) * page, hi // page * page  # whole pages inside the view only
+    if 0 <= lo < hi <= len(mapping):
+        mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _bytes_of(contiguous: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a uint8 view (any dtype, bfloat16 included), for file.write."""
+    return contiguous.reshape(-1).view(np.uint8)
 
 
 def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
@@ -157,11 +209,19 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     return manifest
 
 
+def _file_sha256(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
 def bundle_digest(out: Path) -> str:
     """sha256 over every file but manifest.json: relative path and content, in sorted order."""
     h = hashlib.sha256()
     for p in sorted(out.rglob("*")):
         rel = p.relative_to(out).as_posix()
         if p.is_file() and rel != "manifest.json":
-            h.update(rel.encode() + b"\0" + hashlib.sha256(p.read_bytes()).digest())
+            h.update(rel.encode() + b"\0" + _file_sha256(p))
     return h.hexdigest()

@@ -140,14 +140,22 @@ class Builder:
         return self.module
 
 
-def _uniform(flat: np.ndarray) -> bool:
+def _uniform(flat: np.ndarray, chunk: int = 1 << 16) -> bool:
+    """Whether every element equals the first (bit for bit in sign, NaN equal to NaN). Looks a chunk at a
+    time and stops at the first that differs: a big weight (maybe memory-mapped) is never copied whole."""
     if flat.size == 0:
         return False
     first = flat[0]
-    if flat.dtype.kind == "f":
-        return bool(np.all((flat == first) | (np.isnan(flat) & np.isnan(first)))) and bool(
-            np.all(np.signbit(flat) == np.signbit(first)))
-    return bool(np.all(flat == first))
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk]
+        if flat.dtype.kind == "f":
+            same = np.all((part == first) | (np.isnan(part) & np.isnan(first))) and np.all(
+                np.signbit(part) == np.signbit(first))
+        else:
+            same = np.all(part == first)
+        if not same:
+            return False
+    return True
 
 
 def _py(v: Any, dtype: str) -> Any:

@@ -368,6 +368,60 @@ def test_external_data_inside_the_model_folder(tmp_path: Path) -> None:
     np.testing.assert_allclose(evaluate(module, {"x": x})["y"], run_ort(str(path), {"x": x})["y"], rtol=1e-6)
 
 
+def _large_weights_model(tmp_path: Path, rows: int = 512, cols: int = 640) -> tuple[Path, np.ndarray]:
+    """y = x @ w + b with w above LAZY_MIN_BYTES in an external data file; b small (read, not mapped)."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    model = model_of([helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+                     [vi("x", [3, rows])], [vi("y", [3, cols])],
+                     [const("w", w), const("b", rng.standard_normal(cols).astype(np.float32))])
+    path = tmp_path / "big" / "m.onnx"
+    path.parent.mkdir()
+    onnx.save_model(model, path, save_as_external_data=True, location="weights.bin", size_threshold=0)
+    return path, w
+
+
+def test_large_external_weights_are_memory_mapped_not_read(tmp_path: Path) -> None:
+    import mmap
+
+    from mlcc.frontend.onnx.loading import LAZY_MIN_BYTES
+    path, w = _large_weights_model(tmp_path)
+    assert w.nbytes >= LAZY_MIN_BYTES
+    module = import_onnx(path)
+    (ref,) = [k for k, v in module.constants.items() if v.shape == w.shape]
+    base = module.constants[ref]
+    while isinstance(base, np.ndarray):
+        base = base.base
+    assert isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)  # a view of the file
+    np.testing.assert_array_equal(module.constants[ref], w)
+    assert [p.name for p in module.source_files] == ["weights.bin"]
+    x = np.random.default_rng(4).standard_normal((3, 512)).astype(np.float32)
+    np.testing.assert_allclose(evaluate(module, {"x": x})["y"], run_ort(str(path), {"x": x})["y"],
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_bundle_of_mapped_weights_written_in_slabs_matches_onnxruntime(tmp_path: Path, monkeypatch) -> None:
+    import mlcc
+    import mlcc.emit.bundle
+    monkeypatch.setattr(mlcc.emit.bundle, "CHUNK_BYTES", 64 << 10)  # many slabs, each of a few rows
+    path, _ = _large_weights_model(tmp_path)
+    mlcc.compile(path, tmp_path / "b", targets=[], cache_dir="")
+    x = np.random.default_rng(5).standard_normal((3, 512)).astype(np.float32)
+    got = mlcc.load(tmp_path / "b", device="cpu").run({"x": x})["y"]
+    np.testing.assert_allclose(got, run_ort(str(path), {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=["row-major", "column-major"])
+def test_weights_written_in_slabs_are_the_layouts_bytes(tmp_path: Path, monkeypatch, layout) -> None:
+    import mlcc.emit.bundle
+    from mlcc.runtime.physical import to_physical
+    monkeypatch.setattr(mlcc.emit.bundle, "CHUNK_BYTES", 1000)
+    arr = np.random.default_rng(6).standard_normal((37, 29)).astype(np.float32)
+    with open(tmp_path / "w.bin", "wb") as f:
+        assert mlcc.emit.bundle._write_physical(f, arr, layout) == arr.nbytes
+    assert (tmp_path / "w.bin").read_bytes() == to_physical(arr, layout).tobytes()
+
+
 def _save_with_location(tmp_path: Path, location: str) -> Path:
     model, w = _weights_model()
     tensor = model.graph.initializer[0]

@@ -21,7 +21,7 @@ import onnx.inliner
 
 from mlcc.frontend.onnx.errors import (DeferredValueError, FrontendError, InvalidModelError,
                                        UnsupportedFeatureError, UnsupportedNode, UnsupportedOpError)
-from mlcc.frontend.onnx.loading import dense_of_sparse, load_model, node_label, topological_order, uses_external_data
+from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_model, node_label, topological_order, uses_external_data
 from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
 from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
@@ -51,14 +51,16 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
         proto.CopyFrom(model)
         default_name = model.graph.name or "model"
         data_files: list[Path] = []
+        mapped: dict[str, np.ndarray] = {}
     else:
         path = Path(model)
         label = path.name
-        proto, data_files = load_model(path)
+        proto, data_files, mapped = load_model(path)
+        detach_mapped(proto, mapped)
         default_name = path.stem
     proto, symbols = _prepare(proto, label, shapes or {})
     module_name = sanitize_identifier(name or default_name)
-    module = _GraphImporter(proto, label, module_name, symbols).run()
+    module = _GraphImporter(proto, label, module_name, symbols, mapped).run()
     module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
     return module
 
@@ -259,8 +261,10 @@ def _dims_of(type_proto: onnx.TypeProto, symbols: set[str]) -> tuple[int, tuple[
 
 
 class _GraphImporter:
-    def __init__(self, model: onnx.ModelProto, label: str | None, module_name: str, symbols: set[str]) -> None:
+    def __init__(self, model: onnx.ModelProto, label: str | None, module_name: str, symbols: set[str],
+                 mapped: dict[str, np.ndarray] | None = None) -> None:
         self.model = model
+        self.mapped = mapped or {}  # main-graph initializers memory-mapped from their external data file
         self.graph = model.graph
         opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
         self.ctx = ImportContext(file=label, opsets=opsets)
@@ -314,6 +318,8 @@ class _GraphImporter:
     def _add_initializers(self) -> None:
         for init in self.graph.initializer:
             self.ctx.tensors[init.name] = self._initializer(init)
+        for name, arr in self.mapped.items():  # graph inputs for the checker (detach_mapped), constants here
+            self.ctx.tensors[name] = self._known(name, arr)
         for sparse in self.graph.sparse_initializer:
             name = sparse.values.name
             self.ctx.tensors[name] = self._known(name, dense_of_sparse(sparse))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
+import mmap
 import os
 import re
 import stat
@@ -18,9 +19,9 @@ from onnx import AttributeProto, TensorProto
 from mlcc.frontend.onnx.errors import InvalidModelError, ModelNotFoundError
 
 
-def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
-    """The model at ``path`` with its external data read in, rejecting data paths that leave its folder;
-    also the external data files read."""
+def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path], dict[str, np.ndarray]]:
+    """The model at ``path`` with its external data checked, rejecting data paths that leave its folder;
+    also the external data files and the large initializers, memory-mapped (see load_external_data)."""
     label = path.name
     if not path.is_file():
         raise ModelNotFoundError(f"model file '{path}' does not exist", file=label)
@@ -28,7 +29,8 @@ def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path]]:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as e:  # protobuf's DecodeError and friends
         raise InvalidModelError(f"cannot parse the model: {type(e).__name__}: {e}", file=label) from None
-    return model, load_external_data(model, path.parent, label)
+    files, mapped = load_external_data(model, path.parent, label)
+    return model, files, mapped
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
@@ -72,15 +74,27 @@ EXTERNAL_DATA_KEYS = frozenset({"location", "offset", "length", "checksum"})  # 
 _DIGITS = re.compile(r"[0-9]{1,19}")  # a non-negative decimal that fits in int64
 
 
-def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str) -> list[Path]:
-    """Read every external tensor's bytes into the model; returns the data files read (for the manifest).
+LAZY_MIN_BYTES = 1 << 20  # external initializers this large are memory-mapped, not read
+
+
+def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str,
+                       lazy_min_bytes: int = LAZY_MIN_BYTES) -> tuple[list[Path], dict[str, np.ndarray]]:
+    """Check every external tensor and make its bytes available; returns the data files (for the manifest)
+    and the memory-mapped initializers.
 
     The location must name a regular file inside ``base_dir`` reached without symbolic links
     (RELIABILITY.md items 1-8): it is opened component by component relative to the folder with
     ``O_NOFOLLOW``, so a file or folder swapped for a link after the checks fails to open.
+
+    Initializers of the main graph of at least ``lazy_min_bytes`` stay external in the proto (which
+    so stays small, whatever the weights weigh) and come back as read-only arrays over a memory map
+    of the checked file: a model larger than RAM is never read whole. Smaller tensors, and those of
+    subgraphs and attributes, are read into the proto (shape inference may need their values).
     """
     files: dict[str, Path] = {}
+    mapped: dict[str, np.ndarray] = {}
     checked: set[tuple[str, str]] = set()
+    main_initializers = {id(t) for t in model.graph.initializer}
     for tensor in all_tensors(model):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
@@ -94,6 +108,8 @@ def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str) -> li
         if length is not None and expected is not None and length != expected:
             raise InvalidModelError(f"{where}: length {length} does not match the {expected} bytes "
                                     f"its dims {list(tensor.dims)} need", file=label)
+        dtype = _mappable_dtype(tensor)
+        lazy = id(tensor) in main_initializers and dtype is not None and (expected or 0) >= lazy_min_bytes
         with _open_inside(base_dir, path, checked_stat, where, label) as f:
             size = os.fstat(f.fileno()).st_size
             want = length if length is not None else expected if expected is not None else size - offset
@@ -103,15 +119,55 @@ def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str) -> li
             if "checksum" in info and (location, info["checksum"]) not in checked:
                 _check_checksum(f, info["checksum"], where, label)
                 checked.add((location, info["checksum"]))
-            f.seek(offset)
-            data = f.read(want)
-        if len(data) != want:
-            raise InvalidModelError(f"{where}: the file shrank while it was read", file=label)
+            if lazy:
+                view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # the map outlives the descriptor
+                arr = np.frombuffer(view, dtype=dtype, count=want // dtype.itemsize, offset=offset)
+                mapped[tensor.name] = arr.reshape(tuple(tensor.dims))
+            else:
+                f.seek(offset)
+                data = f.read(want)
+                if len(data) != want:
+                    raise InvalidModelError(f"{where}: the file shrank while it was read", file=label)
+        files.setdefault(str(path), path)
+        if lazy:
+            continue
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = TensorProto.DEFAULT
-        files.setdefault(str(path), path)
-    return list(files.values())
+    return list(files.values()), mapped
+
+
+def detach_mapped(model: onnx.ModelProto, mapped: dict[str, np.ndarray]) -> None:
+    """Turn the memory-mapped initializers into graph inputs of the same type, in place.
+
+    The ONNX checker resolves external data against the current directory when it checks a proto,
+    and shape inference cannot read it: both see these tensors as typed inputs instead, and the
+    importer binds the names to the mapped arrays (values of a megabyte or more are never shapes).
+    """
+    if not mapped:
+        return
+    inputs = {i.name for i in model.graph.input}
+    kept = [t for t in model.graph.initializer if t.name not in mapped]
+    detached = [t for t in model.graph.initializer if t.name in mapped]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    for t in detached:
+        if t.name not in inputs:
+            model.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+
+
+def _mappable_dtype(tensor: TensorProto) -> np.dtype | None:
+    """The little-endian numpy dtype an external tensor's bytes are an array of; None where they are not one
+    (strings, sub-byte and 8-bit float types, which need unpacking)."""
+    try:
+        dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, ValueError, TypeError):
+        return None
+    if dt.kind not in "biuf" or dt.itemsize == 0:
+        return None
+    if tensor.data_type in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE) or dt.kind in "biu":
+        return dt.newbyteorder("<")
+    return None
 
 
 def _external_data_info(tensor: TensorProto, label: str) -> dict[str, str]:
