@@ -15,7 +15,15 @@ operands are widened to f32 first (bf16 products are exact in f32).
 
 An output fusion (a contraction plus an elementwise epilogue: bias, activation, residual, scale, cast)
 is the same kernel with the fused root evaluated on the accumulator tile before the store
-(mlcc/emit/fused.py); its operands are the fusion's parameters, read as they are.
+(mlcc/emit/fused.py); its operands are the fusion's parameters, read as they are. Two more shapes of
+output fusion (mlcc/hlo/passes/fusion.py):
+- two convolutions at the same output coordinates: conv.py.jinja runs a K loop per convolution, each
+  into its own accumulator (acc, acc_1), and the epilogue combines them (a ResNet shortcut added to the
+  main path): the second result never reaches memory;
+- a dot followed by a layer-norm or rms-norm of its output rows (the norm's dims are the dot's rhs free
+  dims): one tile spans all columns (BLOCK_N >= N, a single tile of them), so matmul.py.jinja computes
+  the norm's input from the accumulator, the row statistics with a reduction over the tile's columns,
+  and the rest of the epilogue from the normalized value, as row_norm.py.jinja would.
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ from dataclasses import dataclass
 
 from mlcc.emit.coords import (MAX_GRID_Y, Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide,
                               largest_pow2_at_most, merge_axes, numel, static_dims, strides)
-from mlcc.emit.fused import (FusedOperand, Lanes, Section, epilogue, heavy_op, needs_int64, pointer_params,
-                             read_as_is)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
+                             pointer_params, read_as_is)
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, tl_type, triton_pointer
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.shape_inference import conv_dim_labels
@@ -35,17 +43,32 @@ _DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take t
 _HALF = ("f16", "bf16")
 GROUP_M = 8
 MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
+ROW_NORMS = ("layer-norm", "rms-norm")
 
 
 def uses_tl_dot(dtype: str) -> bool:
     return dtype in _DOT_DTYPES
 
 
-def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool) -> LaunchConfig:
-    """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1)."""
+def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool,
+                  whole_rows: bool = False) -> LaunchConfig:
+    """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
+    tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size."""
     if batch > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
-    if uses_tl_dot(dtype):
+    if whole_rows:
+        if not uses_tl_dot(dtype):
+            raise UnsupportedError(f"a row norm after a {dtype} dot")
+        bn = max(MIN_DOT_TILE, next_pow2(n))
+        if interpreter:
+            bk = clamp_pow2(k, 16, 256)
+            bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
+        else:
+            bk = clamp_pow2(k, 16, 64 if dtype in _HALF else 32)
+            bm = clamp_pow2(m, 16, max(MIN_DOT_TILE, (128 * 128 if dtype in _HALF else 64 * 64) // bn))
+        warps = 8 if bm * bn >= 128 * 128 else 4
+        stages = 3
+    elif uses_tl_dot(dtype):
         if interpreter:   # few big programs: numpy matmuls are fast, each program costs ~ms of Python
             bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, 16, 256)
             bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
@@ -77,6 +100,16 @@ def _precision(dtype: str) -> dict:
 
 
 @dataclass(frozen=True)
+class Second:
+    """A second convolution of an output fusion, at the same output coordinates: its operands, read as
+    they are, and the accumulator variable standing for it in the epilogue."""
+    contraction: Instruction
+    lhs: FusedOperand
+    rhs: FusedOperand
+    acc: str = "acc_1"
+
+
+@dataclass(frozen=True)
 class Operands:
     """Where a contraction kernel reads and writes: its two operands, its result and every pointer param."""
     contraction: Instruction    # the dot or convolution
@@ -85,16 +118,25 @@ class Operands:
     out: Shape
     inputs: tuple[Shape, ...]   # every input pointer's shape, in order (a fusion's operands)
     fusion: Instruction | None  # the output fusion whose root is the epilogue, if any
+    second: Second | None = None      # a second convolution summed (or otherwise combined) in the epilogue
+    norm: Instruction | None = None   # a layer-norm or rms-norm of the dot's output rows, in the epilogue
 
     @staticmethod
     def of(inst: Instruction) -> Operands:
-        """A contraction alone, or the one in an output fusion."""
+        """A contraction alone, or the one (or two convolutions) in an output fusion."""
         if inst.opcode != "fusion":
             lhs, rhs = (op.shape for op in inst.operands)
             return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None)
-        heavy = heavy_op(inst, ("dot", "convolution"))
+        found = heavy_ops(inst, ("dot", "convolution", *ROW_NORMS))
+        contractions = [h for h in found if h.opcode in ("dot", "convolution")]
+        norms = [h for h in found if h.opcode in ROW_NORMS]
+        heavy, second = _output_fusion_heavies(inst, contractions, norms)
         lhs, rhs = (read_as_is(op, inst) for op in heavy.operands)
-        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst)
+        extra = None
+        if second is not None:
+            extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
+        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, extra,
+                        norms[0] if norms else None)
 
     def template_args(self) -> dict:
         params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
@@ -112,8 +154,37 @@ class Operands:
         if self.fusion is None:
             return None, 0
         acc = _acc_dtype(self.lhs.shape.dtype)
-        section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide())
+        bound = [] if self.second is None else [(self.second.contraction, self.second.acc)]
+        section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
+                                bound)
         return section, ops * self.out.numel()
+
+
+def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
+                           norms: list[Instruction]) -> tuple[Instruction, Instruction | None]:
+    """The contraction of an output fusion and the second convolution sharing its tile, if any; the
+    fusion pass only forms two convolutions at one output, or one dot with a row norm after it."""
+    def bad(why: str) -> UnsupportedError:
+        return UnsupportedError(f"%{fusion.name}: an output fusion {why}")
+    if not contractions or len(contractions) > 2 or len(norms) > 1:
+        raise bad(f"needs one contraction (or two convolutions) and at most one row norm, found "
+                  f"{', '.join(h.opcode for h in contractions + norms) or 'none'}")
+    heavy = contractions[0]
+    second = contractions[1] if len(contractions) == 2 else None
+    if second is not None:
+        if norms or heavy.opcode != "convolution" or second.opcode != "convolution":
+            raise bad("shares its output tile between two convolutions only, without a row norm")
+        if tuple(heavy.shape.dims) != tuple(second.shape.dims) or heavy.shape.dtype != second.shape.dtype:
+            raise bad(f"with two convolutions needs them at the same output: {heavy.shape} and {second.shape}")
+        if heavy.attrs["feature_group_count"] != 1 or second.attrs["feature_group_count"] != 1:
+            raise bad("with two convolutions cannot group them")
+        if heavy.operands[0].shape.dtype != second.operands[0].shape.dtype:
+            raise bad("with two convolutions needs them on one input type")
+        if conv_dim_labels(heavy.attrs["dim_labels"])[2] != conv_dim_labels(second.attrs["dim_labels"])[2]:
+            raise bad("with two convolutions needs their outputs labelled alike")
+    if norms and heavy.opcode != "dot":
+        raise bad(f"normalizes rows only after a dot, not a {heavy.opcode}")
+    return heavy, second
 
 
 @lowering("dot", "convolution", "fusion:output")
@@ -141,18 +212,50 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     m, n, k = numel([ld[d] for d in lf]), numel([rd[d] for d in rf]), numel([ld[d] for d in lc])
     batch = numel([ld[d] for d in lb])
     # the output's dims: batch (one element per program, grid axis 1), then lhs free (rows), rhs free (cols)
-    fused, fused_flops = io.epilogue([Lanes("pid_b", tuple(range(nb)), per_lane=False),
-                                      Lanes("lane_m", tuple(range(nb, nb + nlf))),
-                                      Lanes("lane_n", tuple(range(nb + nlf, out.rank)))])
+    lanes = [Lanes("pid_b", tuple(range(nb)), per_lane=False), Lanes("lane_m", tuple(range(nb, nb + nlf))),
+             Lanes("lane_n", tuple(range(nb + nlf, out.rank)))]
+    if io.norm is None:
+        fused, fused_flops = io.epilogue(lanes)
+        norm = None
+    else:
+        norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
 
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
-                    out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, **io.template_args(),
+                    out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, **io.template_args(),
                     **_precision(lhs.dtype))
+    whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
-                  gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False),
-                  interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True),
+                  gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows),
+                  interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows),
                   flops=2 * batch * m * n * k + fused_flops)
+
+
+def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:
+    """A dot's epilogue that normalizes the output rows (its tile spans all columns): the norm's input x
+    over the tile (the accumulator standing for the dot), its scale and bias over the columns, and the
+    fused root from the normalized value y; the template computes the row statistics between them."""
+    fusion, dot, norm = io.fusion, io.contraction, io.norm
+    x = norm.operands[0]
+    if sorted(norm.attrs["dimensions"]) != columns or tuple(x.shape.dims) != tuple(dot.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: the %{norm.name} ({norm.opcode}) in the dot's epilogue must "
+                               f"normalize the dot's output columns {columns}")
+    compute = "f64" if x.shape.dtype == "f64" else "f32"
+    root = check_root(fusion, dot)
+    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", [int(d) for d in dot.shape.dims], lanes, io.wide())
+    em.bind(dot, "acc", _acc_dtype(io.lhs.shape.dtype))
+    em.section(x)
+    for param in norm.operands[1:]:  # the scale and the bias, at the columns only
+        em.section(param, tuple(em.coords[d] for d in columns), mask="mask_c")
+    em.bind(norm, "y", compute)
+    em.section(root)
+    pre, *params, post = em.sections()
+    spec = {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": pre,
+            "scale": params[0], "bias": params[1] if len(params) > 1 else None,
+            "epsilon": float(norm.attrs["epsilon"]), "compute_type": tl_type(compute),
+            "sqrt": "tl.sqrt" if compute == "f64" else "tl.sqrt_rn"}
+    per_element = 8 if norm.opcode == "layer-norm" else 4
+    return spec, post, (em.ops + per_element) * io.out.numel()
 
 
 @dataclass(frozen=True)
@@ -172,47 +275,77 @@ def _label_dims(labels: str) -> dict[str, int]:
     return {label: i for i, label in enumerate(labels)}
 
 
-def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
-    inst = io.contraction
-    x, w, out = io.lhs.shape, io.rhs.shape, io.out
-    xd, wd, od = static_dims(x, inst), static_dims(w, inst), static_dims(out, inst)
-    xl, wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"]))
-    xs, ws, os = strides(x), strides(w), strides(out)
-    groups = inst.attrs["feature_group_count"]
+@dataclass(frozen=True)
+class ConvLoop:
+    """One convolution's K loop in conv.py.jinja: its variables end in ``suffix``, it sums into ``acc``."""
+    suffix: str
+    k: int
+    k_axes: list[Axis]
+    spatial: list[ConvSpatial]
+    batch_stride: int
+    group_in_stride: int
+    w_out_stride: int
+    lhs: str
+    rhs: str
+
+
+def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix: str, lhs: str,
+               rhs: str) -> ConvLoop:
+    """inst's K axes (input features of a group and window positions, in the input's memory order) and
+    the input coordinates of each output position, M walked in m_order (the output's memory order)."""
+    xd, wd = static_dims(x, inst), static_dims(w, inst)
+    xl, wl, _ = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"]))
+    xs, ws = strides(x), strides(w)
     spatial_n = x.rank - 2
     cin_g = wd[wl["i"]]
-    n = wd[wl["o"]] // groups
     window = [wd[wl[str(s)]] for s in range(spatial_n)]
     dilation = list(inst.attrs["rhs_dilation"])
-
-    # M: batch and output positions, walked in the output's memory order
-    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -os[ol[lab]])
-    m_axes = [Axis(od[ol[lab]], (os[ol[lab]],)) for lab in m_order]
-    # K: input features of a group and window positions, walked in the input's memory order
     k_labels = ["i"] + [str(s) for s in range(spatial_n) if window[s] > 1]
     k_stride = {"i": (xs[xl["f"]], ws[wl["i"]])}
     for s in range(spatial_n):
         k_stride[str(s)] = (xs[xl[str(s)]] * dilation[s], ws[wl[str(s)]])
     k_order = sorted(k_labels, key=lambda lab: -k_stride[lab][0])
     k_axes = [Axis(cin_g if lab == "i" else window[int(lab)], k_stride[lab]) for lab in k_order]
-
     spatial = [ConvSpatial(m_axis=m_order.index(str(s)), k_axis=k_order.index(str(s)) if str(s) in k_order else -1,
                            stride=inst.attrs["window_strides"][s], pad_low=inst.attrs["padding_low"][s],
                            dilation=dilation[s], in_size=xd[xl[str(s)]], x_stride=xs[xl[str(s)]],
                            check_low=inst.attrs["padding_low"][s] > 0, check_high=inst.attrs["padding_high"][s] > 0)
                for s in range(spatial_n)]
+    return ConvLoop(suffix, cin_g * numel(window), k_axes, spatial, xs[xl["b"]], cin_g * xs[xl["f"]],
+                    ws[wl["o"]], lhs, rhs)
+
+
+def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
+    inst = io.contraction
+    x, w, out = io.lhs.shape, io.rhs.shape, io.out
+    wd, od = static_dims(w, inst), static_dims(out, inst)
+    wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"])[1:])
+    os = strides(out)
+    groups = inst.attrs["feature_group_count"]
+    spatial_n = x.rank - 2
+    n = wd[wl["o"]] // groups
+
+    # M: batch and output positions, walked in the output's memory order
+    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -os[ol[lab]])
+    m_axes = [Axis(od[ol[lab]], (os[ol[lab]],)) for lab in m_order]
+    first = _conv_loop(inst, x, w, m_order, "", io.lhs.ptr, io.rhs.ptr)
+    loops = [first]
+    if io.second is not None:
+        sc = io.second
+        loops.append(_conv_loop(sc.contraction, sc.lhs.shape, sc.rhs.shape, m_order, "_1", sc.lhs.ptr, sc.rhs.ptr))
     m = numel([od[ol[lab]] for lab in m_order])
-    k = cin_g * numel(window)
+    k = first.k
     # rows: batch and output positions in m_order; columns: output features (lane_f, every group's)
     fused, fused_flops = io.epilogue([Lanes("lane_m", tuple(ol[lab] for lab in m_order)),
                                       Lanes("lane_f", (ol["f"],))])
 
-    common = dict(kernel_name=kernel_name, m=m, k=k, groups=groups, m_axes=m_axes, k_axes=k_axes, spatial=spatial,
-                  batch_axis=m_order.index("b"), batch_stride=xs[xl["b"]], group_in_stride=cin_g * xs[xl["f"]],
-                  w_out_stride=ws[wl["o"]], out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
+    common = dict(kernel_name=kernel_name, m=m, k=k, groups=groups, m_axes=m_axes, k_axes=first.k_axes,
+                  spatial=first.spatial, batch_axis=m_order.index("b"), batch_stride=first.batch_stride,
+                  group_in_stride=first.group_in_stride, w_out_stride=first.w_out_stride,
+                  out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
                   wide=io.wide(), epilogue=fused, **io.template_args())
     pointers = io.pointers()
-    flops = 2 * groups * m * n * k + fused_flops
+    flops = sum(2 * groups * m * n * loop.k for loop in loops) + fused_flops
     if groups > 1 and n < MIN_DOT_TILE:
         # depthwise and narrow groups: a matmul tile per group would be mostly padding
         source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=tl_type(_acc_dtype(x.dtype)),
@@ -220,10 +353,11 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
         return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
                       gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
                       interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops)
-    source = render("conv.py.jinja", n=n, **common, **_precision(x.dtype))
+    source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype))
+    k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
-                  gpu=matmul_launch(m, n, k, groups, x.dtype, interpreter=False),
-                  interpreter=matmul_launch(m, n, k, groups, x.dtype, interpreter=True), flops=flops)
+                  gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False),
+                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops)
 
 
 def grouped_conv_launch(m: int, n: int, k: int, interpreter: bool) -> LaunchConfig:

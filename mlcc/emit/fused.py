@@ -143,21 +143,31 @@ def broadcast_coords(coords: Coords, shape: Shape) -> Coords:
 
 def heavy_op(fusion: Instruction, opcodes: Collection[str]) -> Instruction:
     """The one instruction of these opcodes in the fusion; the others must be loop ops with static dims."""
+    found = heavy_ops(fusion, opcodes)
+    if len(found) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a {fusion.attrs['kind']} fusion needs exactly one of "
+                               f"{', '.join(sorted(opcodes))}, found {len(found)}")
+    return found[0]
+
+
+def heavy_ops(fusion: Instruction, opcodes: Collection[str]) -> list[Instruction]:
+    """The instructions of these opcodes in the fusion, in its order; the others must be loop ops with
+    static dims."""
     comp = fusion.called
     if comp is None:
         raise UnsupportedError(f"%{fusion.name}: fusion without a called computation")
     found = [i for i in comp.instructions if i.opcode in opcodes]
-    if len(found) != 1:
-        raise UnsupportedError(f"%{fusion.name}: a {fusion.attrs['kind']} fusion needs exactly one of "
-                               f"{', '.join(sorted(opcodes))}, found {len(found)}")
+    if not found:
+        raise UnsupportedError(f"%{fusion.name}: a {fusion.attrs['kind']} fusion needs one of "
+                               f"{', '.join(sorted(opcodes))}, found none")
     for inst in comp.instructions:
-        if inst is not found[0] and (inst.opcode not in FUSIBLE_OPS or inst.opcode in _OWN_LOOPS):
+        if not any(inst is h for h in found) and (inst.opcode not in FUSIBLE_OPS or inst.opcode in _OWN_LOOPS):
             raise UnsupportedError(f"%{fusion.name}: %{inst.name} ({inst.opcode}) cannot be fused into the "
                                    f"{found[0].opcode}'s kernel")
         if not inst.shape.is_static or inst.shape.is_tuple:
             raise UnsupportedError(f"%{fusion.name}: fused kernels need static array shapes, %{inst.name} is "
                                    f"{inst.shape}")
-    return found[0]
+    return found
 
 
 def read_in_place(operand: Instruction, fusion: Instruction) -> FusedOperand:
@@ -185,12 +195,15 @@ def pointer_params(fusion: Instruction) -> list[str]:
 
 
 def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
-             shape: str, wide: bool) -> tuple[Section, int]:
-    """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op;
-    and the ops it costs per element."""
+             shape: str, wide: bool, also: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
+    """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op, and
+    each (instruction, variable) of ``also`` for another op at the same coordinates (a second
+    convolution's accumulator); and the ops it costs per element."""
     root = check_root(fusion, heavy)
     em = TileEmitter(fusion, "e_", shape, [int(d) for d in heavy.shape.dims], lanes, wide)
     em.bind(heavy, acc, acc_dtype)
+    for inst, var in also:
+        em.bind(inst, var, acc_dtype)
     em.section(root)
     (section,) = em.sections()
     return section, em.ops

@@ -243,6 +243,183 @@ def test_depthwise_conv_bias_gelu_residual(gpu_tiles):
     check(inst, config=kernel.gpu if gpu_tiles else None, template="grouped_conv.py.jinja")
 
 
+# ---- output fusions: two convolutions in one tile, a dot normalizing whole rows ------------
+
+def two_convs(a: str, wa: str, x: str, wb: str, out: str, stride_a: str, pad_a: str, stride_b: str, pad_b: str,
+              combine: str, labels: str = "bf01_oi01->bf01", root: str | None = None) -> str:
+    """Two convolutions at the same output coordinates (the main path and the shortcut of a ResNet block),
+    each its own K loop and accumulator in one kernel: a bias on the first, ``combine`` (%ca, %cb) -> %s,
+    then ``root`` (relu by default)."""
+    dtype, dims = a.split("[")[0], out.split("[")[1].split("]")[0]
+    plain = f"{dtype}[{dims}]{{{out.split('{')[1].split('}')[0]}}}"
+    features = dims.split(",")[1]
+    root = root or f"ROOT %r = {plain} relu(%s)"
+    conv = "rhs_dilation={{1,1}}, feature_group_count=1, dim_labels={labels}"
+    return f"""
+%fused {{
+  %p0 = {a} parameter(0)
+  %p1 = {wa} parameter(1)
+  %p2 = {dtype}[{features}]{{0}} parameter(2)
+  %p3 = {x} parameter(3)
+  %p4 = {wb} parameter(4)
+  %ca = {plain} convolution(%p0, %p1), window_strides={{{stride_a}}}, padding_low={{{pad_a}}}, padding_high={{{pad_a}}}, {conv.format(labels=labels)}
+  %b = {plain} broadcast(%p2), dimensions={{1}}
+  %a = {plain} add(%ca, %b)
+  %cb = {plain} convolution(%p3, %p4), window_strides={{{stride_b}}}, padding_low={{{pad_b}}}, padding_high={{{pad_b}}}, {conv.format(labels=labels)}
+  %s = {plain} {combine}
+  {root}
+}}
+ENTRY %main {{
+  %in0 = {a} parameter(0)
+  %in1 = {wa} parameter(1)
+  %in2 = {dtype}[{features}]{{0}} parameter(2)
+  %in3 = {x} parameter(3)
+  %in4 = {wb} parameter(4)
+  ROOT %f = {out} fusion(%in0, %in1, %in2, %in3, %in4), kind=output, calls=%fused
+}}
+"""
+
+
+# ResNet's downsampling block in NHWC: a 1x1 convolution of the main path plus a 1x1, stride-2 shortcut of the
+# block's input; 19 output features and 2 x 4 x 7 = 56 positions, neither a multiple of any tile
+DOWNSAMPLE = two_convs("f32[2,5,4,7]{1,3,2,0}", "f32[19,5,1,1]{3,2,1,0}", "f32[2,6,7,13]{1,3,2,0}",
+                       "f32[19,6,1,1]{1,0,3,2}", "f32[2,19,4,7]{1,3,2,0}", "1,1", "0,0", "2,2", "0,0",
+                       "add(%a, %cb)")
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_resnet_shortcut_and_main_path_convolutions_share_one_tile(gpu_tiles):
+    inst = fusion(DOWNSAMPLE)
+    kernel = lower(inst, "k")
+    assert kernel.source.count("tl.dot(") == 2 and "acc_1 = tl.full" in kernel.source
+    assert kernel.flops >= 2 * 56 * 19 * (5 + 6)
+    check(inst, config=kernel.gpu if gpu_tiles else None, template="conv.py.jinja")
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_two_padded_3x3_convolutions_of_different_strides_multiplied(gpu_tiles):
+    # NCHW, batch 1: 3x3 pad 1 on a 5x7 map, and 3x3 stride 2 pad 1 on a 9x13 map, both to 5x7
+    inst = fusion(two_convs("f32[1,3,5,7]{3,2,1,0}", "f32[8,3,3,3]{3,2,1,0}", "f32[1,4,9,13]{3,2,1,0}",
+                            "f32[8,4,3,3]{3,2,1,0}", "f32[1,8,5,7]{3,2,1,0}", "1,1", "1,1", "2,2", "1,1",
+                            "multiply(%a, %cb)", root="ROOT %r = f32[1,8,5,7]{3,2,1,0} tanh(%s)"))
+    kernel = lower(inst, "k")
+    check(inst, config=kernel.gpu if gpu_tiles else None, template="conv.py.jinja")
+
+
+def test_two_half_convolutions_to_a_single_position_widened_at_the_end():
+    # every output dim but the features is 1: a 1x1 convolution of a 1x1 map and a valid 3x3 of a 3x3 map
+    text = two_convs("f16[1,3,1,1]{1,3,2,0}", "f16[17,3,1,1]{3,2,1,0}", "f16[1,2,3,3]{1,3,2,0}",
+                     "f16[17,2,3,3]{3,2,1,0}", "f16[1,17,1,1]{1,3,2,0}", "1,1", "0,0", "1,1", "0,0",
+                     "subtract(%a, %cb)", root="ROOT %r = f32[1,17,1,1]{1,3,2,0} convert(%s)")
+    check(fusion(text.replace("ROOT %f = f16[1,17,1,1]", "ROOT %f = f32[1,17,1,1]")), precision="f16")
+
+
+def dot_norm(lhs: str, rhs: str, out: str, dot_dims: str, norm: str, after: tuple[str, ...] = (),
+             final: str | None = None) -> str:
+    """A dot, a residual add (the residual in another layout), then ``norm`` (%n, a row norm of %x over the
+    dot's columns, scale %g and bias %bb computed from parameters), then the lines ``after`` it, the last
+    one the root; the fusion's result is ``final`` (default: the dot's shape)."""
+    dtype, dims = out.split("[")[0], out.split("[")[1].split("]")[0]
+    cols = dims.split(",")[-1]
+    res_layout = ",".join(str(i) for i in range(len(dims.split(","))))
+    lines = [f"%n = {norm}", *after]
+    lines[-1] = "ROOT " + lines[-1]
+    body = "\n  ".join(lines)
+    return f"""
+%fused {{
+  %p0 = {lhs} parameter(0)
+  %p1 = {rhs} parameter(1)
+  %p2 = {dtype}[{dims}]{{{res_layout}}} parameter(2)
+  %p3 = {dtype}[{cols}]{{0}} parameter(3)
+  %p4 = {dtype}[{cols}]{{0}} parameter(4)
+  %d = {out} dot(%p0, %p1), {dot_dims}
+  %x = {out} add(%d, %p2)
+  %g = {dtype}[{cols}]{{0}} negate(%p3)
+  %bb = {dtype}[{cols}]{{0}} copy(%p4)
+  {body}
+}}
+ENTRY %main {{
+  %in0 = {lhs} parameter(0)
+  %in1 = {rhs} parameter(1)
+  %in2 = {dtype}[{dims}]{{{res_layout}}} parameter(2)
+  %in3 = {dtype}[{cols}]{{0}} parameter(3)
+  %in4 = {dtype}[{cols}]{{0}} parameter(4)
+  ROOT %f = {final or out} fusion(%in0, %in1, %in2, %in3, %in4), kind=output, calls=%fused
+}}
+"""
+
+
+PROJECTION_LAYER_NORM = dot_norm(
+    "f32[17,33]{1,0}", "f32[33,19]{0,1}", "f32[17,19]{1,0}",
+    "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}",
+    "f32[17,19]{1,0} layer-norm(%x, %g, %bb), dimensions={1}, epsilon=1e-5")
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_projection_residual_layer_norm_in_the_dot_epilogue(gpu_tiles):
+    # BERT's attention output: dot, residual add, LayerNorm over the 19 columns (computed scale and bias)
+    inst = fusion(PROJECTION_LAYER_NORM)
+    kernel = lower(inst, "k")
+    for config in (kernel.gpu, kernel.interpreter):  # one tile spans every column
+        assert config.constexprs["BLOCK_N"] >= 19
+        assert config.grid[0] == cdiv(17, config.constexprs["BLOCK_M"])
+    check(inst, config=kernel.gpu if gpu_tiles else None, template="matmul.py.jinja")
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_batched_dot_rms_norm_then_an_epilogue_over_several_row_dims(gpu_tiles):
+    # rows over a batch dim (grid axis 1) and two lhs free dims; 40 columns; tanh(scale * norm) after it
+    inst = fusion(dot_norm(
+        "f32[3,2,5,24]{3,2,1,0}", "f32[3,24,40]{2,1,0}", "f32[3,2,5,40]{3,2,1,0}",
+        "lhs_batch_dims={0}, lhs_contracting_dims={3}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        "f32[3,2,5,40]{3,2,1,0} rms-norm(%x, %g), dimensions={3}, epsilon=1e-6",
+        after=("%k = f32[3,2,5,40]{3,2,1,0} constant(), splat=0.75",
+               "%m = f32[3,2,5,40]{3,2,1,0} multiply(%n, %k)",
+               "%r = f32[3,2,5,40]{3,2,1,0} tanh(%m)")))
+    kernel = lower(inst, "k")
+    check(inst, config=kernel.gpu if gpu_tiles else None, template="matmul.py.jinja")
+
+
+def test_layer_norm_of_one_column_rows_gives_the_bias():
+    # a row of one element is its own mean: the output is the bias exactly
+    inst = fusion(dot_norm(
+        "f32[4,7]{1,0}", "f32[7,1]{1,0}", "f32[4,1]{1,0}",
+        "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}",
+        "f32[4,1]{1,0} layer-norm(%x, %g, %bb), dimensions={1}, epsilon=1e-5"))
+    inputs = random_inputs(inst)
+    check(inst, inputs, template="matmul.py.jinja")
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_dot_layer_norm_widened_to_f32(dtype):
+    inst = fusion(dot_norm(
+        "f16[9,16]{1,0}", "f16[16,24]{1,0}", "f16[9,24]{1,0}",
+        "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}",
+        "f16[9,24]{1,0} layer-norm(%x, %g, %bb), dimensions={1}, epsilon=1e-5",
+        after=("%r = f32[9,24]{1,0} convert(%n)",), final="f32[9,24]{1,0}").replace("f16", dtype))
+    check(inst, precision=dtype, template="matmul.py.jinja")
+
+
+def test_an_output_fusion_normalizes_rows_only_after_a_dot():
+    inst = fusion("""
+%fused {
+  %p0 = f32[1,3,5,5]{3,2,1,0} parameter(0)
+  %p1 = f32[4,3,1,1]{3,2,1,0} parameter(1)
+  %p2 = f32[5]{0} parameter(2)
+  %c = f32[1,4,5,5]{3,2,1,0} convolution(%p0, %p1), window_strides={1,1}, padding_low={0,0}, padding_high={0,0}, rhs_dilation={1,1}, feature_group_count=1, dim_labels=bf01_oi01->bf01
+  ROOT %n = f32[1,4,5,5]{3,2,1,0} rms-norm(%c, %p2), dimensions={3}, epsilon=1e-6
+}
+ENTRY %main {
+  %x = f32[1,3,5,5]{3,2,1,0} parameter(0)
+  %w = f32[4,3,1,1]{3,2,1,0} parameter(1)
+  %g = f32[5]{0} parameter(2)
+  ROOT %f = f32[1,4,5,5]{3,2,1,0} fusion(%x, %w, %g), kind=output, calls=%fused
+}
+""")
+    with pytest.raises(UnsupportedError, match="normalizes rows only after a dot"):
+        lower(inst, "k")
+
+
 # ---- input fusions -----------------------------------------------------------------
 
 LAYER_NORM_RESIDUAL = """
@@ -500,6 +677,8 @@ AOT_CASES = {
     "depthwise": conv_fusion("f32[2,6,7,9]{3,2,1,0}", "f32[6,1,3,3]{3,2,1,0}", "f32[2,6,7,9]{3,2,1,0}",
                              "bf01_oi01->bf01", 1, 6, "1,1", "1,1", residual="f32[2,6,7,9]{1,3,2,0}"),
     "layer_norm": LAYER_NORM_RESIDUAL,
+    "two_convs": DOWNSAMPLE,
+    "dot_layer_norm": PROJECTION_LAYER_NORM,
     "reduce": """
 %fused {
   %p0 = f32[5,17,33]{2,1,0} parameter(0)

@@ -6,16 +6,21 @@ Kinds (XLA's, plus attention):
 - input: producers computed inside a reduction's loads (reduce, softmax, layer-norm, rms-norm),
   plus elementwise work on its result.
 - output: elementwise epilogue (bias, activation, residual, scale, cast) applied to a dot's or a
-  convolution's accumulator before it is stored.
+  convolution's accumulator before it is stored. Two convolutions with the same output coordinates
+  share the tile (each its own K loop and accumulator: a ResNet shortcut and the main path it is added
+  to), and a dot whose output tile spans whole rows (at most MAX_ROW_IN_TILE columns) normalizes them
+  in its epilogue (residual add + LayerNorm after a projection).
 - attention: the attention op, with its mask computed in the kernel.
 
 Decisions, made consumer first (reverse post-order), per producer-consumer edge:
 - a producer is merged when every user of it is in the fusion; one that is cheap to recompute
   (a broadcast of a small value, an iota, a scalar constant) is duplicated into each consumer;
   an expensive producer with other users is never duplicated;
-- at most one reduction or contraction per fusion, contraction operands are read as they are
-  (their producers stay separate kernels), and limits on parameters and size keep the tile's
-  registers in check.
+- at most one reduction or contraction per fusion (except the two above), contraction operands are
+  read as they are (their producers stay separate kernels), and limits on parameters and size keep the
+  tile's registers in check.
+Parameters are numbered in the order a walk from the root first reads them, so fusions computing the
+same thing on same-shaped inputs are the same kernel.
 Every edge left unfused gets a reason (`--explain-fusion`).
 """
 
@@ -36,10 +41,12 @@ REDUCTIONS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
 FULL_SIZE_REDUCTIONS = frozenset({"softmax", "layer-norm", "rms-norm"})  # result has the operand's dims
 CONTRACTIONS = frozenset({"dot", "convolution"})
 NO_KERNEL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
+ROW_NORMS = frozenset({"layer-norm", "rms-norm"})
 MAX_PARAMETERS = 16
 MAX_INSTRUCTIONS = 96
 CHEAP_BYTES = 4096  # a broadcast whose source is at most this big is recomputed rather than stored
 TINY_BYTES = 256    # any loop op this small (a mask row, a few indices) is recomputed rather than stored
+MAX_ROW_IN_TILE = 256  # a norm joins a dot's epilogue when one output tile spans its rows (BLOCK_N >= row)
 
 
 @dataclass
@@ -49,6 +56,8 @@ class Group:
     members: list[Instruction] = field(default_factory=list)
     heavy: Instruction | None = None            # the reduction, contraction or attention op
     cone: set[int] = field(default_factory=set)  # members that attention's q, k, v are views of
+    second: Instruction | None = None           # a second convolution accumulated over the same output tile
+    norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
 
     def contains(self, inst: Instruction) -> bool:
         return any(m is inst for m in self.members)
@@ -94,16 +103,70 @@ def _operands_outside(group: Group) -> list[Instruction]:
 
 
 def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
-    """Members downstream of the heavy op must be elementwise at its result's dims."""
+    """Members downstream of the heavy op must be elementwise at its result's dims (or the row norm a dot's
+    tile holds whole rows of, whose result has those dims too)."""
     dims = heavy.shape.dims
     for m in group.members:
-        if m is heavy:
+        if m is heavy or m is group.second:
             continue
         if m.opcode in ELEMENTWISE_OPS and m.shape.dims == dims:
+            continue
+        if m is group.norm and m.shape.dims == dims:
             continue
         if m.opcode in ("broadcast", "constant", "iota", "bitcast", "convert", "reshape") and not _depends_on(m, heavy):
             continue  # side inputs of the epilogue (a bias broadcast), computed at the output's coordinates
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
+    return None
+
+
+def _contractions(group: Group) -> list[Instruction]:
+    """The ops whose operands the kernel reads as they are: the heavy op, and a second convolution."""
+    return [x for x in (group.heavy, group.second) if x is not None]
+
+
+def _second_contraction(group: Group, p: Instruction) -> str | None:
+    """Why convolution p cannot be accumulated in the same output tile as the group's convolution, if so.
+
+    Both contractions compute the same output coordinates, so the kernel runs p's K loop into a second
+    accumulator tile next to the first and applies the epilogue to both: p's result never reaches memory
+    (a ResNet downsampling block's shortcut convolution and its main path's last convolution, summed)."""
+    heavy = group.heavy
+    if p.opcode != "convolution" or heavy.opcode != "convolution":
+        return f"a {p.opcode} cannot join the output fusion of a {heavy.opcode} (one contraction per tile, " \
+               "except two convolutions)"
+    if group.second is not None:
+        return "the output tile already accumulates two convolutions (a third accumulator does not fit in registers)"
+    if group.norm is not None:
+        return "the epilogue already normalizes rows"
+    if tuple(p.shape.dims) != tuple(heavy.shape.dims) or p.shape.dtype != heavy.shape.dtype:
+        return f"its result {p.shape} is not at the {heavy.opcode}'s output coordinates {heavy.shape}"
+    if p.attrs["dim_labels"].split("->")[-1] != heavy.attrs["dim_labels"].split("->")[-1]:
+        return "its output dims are labelled unlike the other convolution's"
+    if p.attrs.get("feature_group_count", 1) != 1 or heavy.attrs.get("feature_group_count", 1) != 1:
+        return "grouped convolutions do not share an output tile"
+    if p.operands[0].shape.dtype != heavy.operands[0].shape.dtype:
+        return "the two convolutions' inputs have different types"
+    return None
+
+
+def _norm_epilogue(group: Group, p: Instruction) -> str | None:
+    """Why dot p cannot compute the group's row norm in its epilogue, if so: the norm must normalize exactly
+    the dot's output columns (its rhs free dims), and a row must fit one output tile."""
+    norm = group.heavy
+    if p.opcode != "dot":
+        return f"a {p.opcode} cannot join a {norm.opcode} fusion (only a dot's tile holds whole rows)"
+    if tuple(p.shape.dims) != tuple(norm.shape.dims):
+        return f"the {norm.opcode} is not at the dot's output dims"
+    nb, nlf = len(p.attrs["lhs_batch_dims"]), p.operands[0].shape.rank - len(p.attrs["lhs_batch_dims"]) - \
+        len(p.attrs["lhs_contracting_dims"])
+    columns = list(range(nb + nlf, p.shape.rank))
+    if sorted(norm.attrs["dimensions"]) != columns:
+        return f"the {norm.opcode} normalizes dims {sorted(norm.attrs['dimensions'])}, not the dot's columns {columns}"
+    row = 1
+    for d in columns:
+        row *= int(p.shape.dims[d])
+    if row > MAX_ROW_IN_TILE:
+        return f"its rows of {row} elements do not fit one output tile (at most {MAX_ROW_IN_TILE})"
     return None
 
 
@@ -159,7 +222,7 @@ class Fusion(Pass):
                 group = Group(inst, kind, [inst], inst if kind != "loop" else None)
                 owner[id(inst)] = group
                 groups.append(group)
-            if group.heavy is inst and inst.opcode in CONTRACTIONS | {"attention"}:
+            if (group.heavy is inst or group.second is inst) and inst.opcode in CONTRACTIONS | {"attention"}:
                 for i, p in enumerate(inst.operands):
                     if p.opcode in NO_KERNEL:
                         continue
@@ -198,7 +261,7 @@ class Fusion(Pass):
         users_inside = all(group.contains(u) for u in p.users) and id(p) not in outputs
         if id(p) in owner and not _cheap(p):
             return "already fused elsewhere"
-        new_kind, heavy = group.kind, group.heavy
+        new_kind, heavy, second, norm = group.kind, group.heavy, group.second, group.norm
         if kind == "loop" and group.kind not in self.kinds:
             return f"no kernel template for {group.kind} fusions"
         if kind == "loop":
@@ -208,13 +271,25 @@ class Fusion(Pass):
             new_kind, heavy = kind, p
             if new_kind not in self.kinds:
                 return f"no kernel template for {new_kind} fusions"
+        elif group.kind == "output" and kind == "output":
+            why = _second_contraction(group, p)
+            if why is not None:
+                return why
+            second = p
+        elif group.kind == "input" and kind == "output" and group.heavy.opcode in ROW_NORMS:
+            why = _norm_epilogue(group, p)
+            if why is not None:
+                return why
+            new_kind, heavy, norm = "output", p, group.heavy
         else:
             return f"a {p.opcode} cannot join a {group.kind} fusion rooted at {group.root.opcode}"
         if not users_inside:
             if kind != "loop" or not _cheap(p):
                 where = "is a model output" if id(p) in outputs else "has users outside the fusion"
                 return f"{p.opcode} {where} and is too expensive to recompute ({_bytes(p)} bytes)"
-        trial = Group(group.root, new_kind, group.members + [p], heavy)
+        if p.opcode in CONTRACTIONS and any(group.contains(o) for o in p.operands):
+            return f"{p.opcode} operands are read from memory as they are, and one is computed in the fusion"
+        trial = Group(group.root, new_kind, group.members + [p], heavy, second=second, norm=norm)
         if heavy is not None and heavy is not group.heavy:
             why = _epilogue_ok(trial, heavy)
             if why is not None:
@@ -224,13 +299,15 @@ class Fusion(Pass):
             if p.opcode not in VIEW_OPS:
                 return "attention reads q, k and v in place: only views (slices, transposes, reshapes) join"
             group.cone.add(id(p))
-        elif heavy is not None and group.kind in ("output", "attention") and _feeds_heavy_operands(p, heavy):
-            return f"{p.opcode} feeds the {heavy.opcode}'s operands (no prologue fusion)"
+        elif heavy is not None and group.kind in ("output", "attention"):
+            fed = next((c for c in _contractions(trial) if _feeds_heavy_operands(p, c)), None)
+            if fed is not None:
+                return f"{p.opcode} feeds the {fed.opcode}'s operands (no prologue fusion)"
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
         if len(trial.members) > MAX_INSTRUCTIONS:
             return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
-        group.kind, group.heavy = new_kind, heavy
+        group.kind, group.heavy, group.second, group.norm = new_kind, heavy, second, norm
         group.members.append(p)
         if users_inside and not _cheap(p):  # cheap producers stay free to be duplicated into other fusions
             owner[id(p)] = group
@@ -249,9 +326,7 @@ class Fusion(Pass):
 
     # ---- building the fusion instruction
     def _materialize(self, module: Module, comp: Computation, g: Group) -> None:
-        order = [i for i in comp.instructions if g.contains(i)]
-        params = _operands_outside(g)
-        params.sort(key=lambda o: comp.instructions.index(o))
+        order, params = _canonical_order(g)
         body = Computation(_unique_comp_name(module, f"fused_{g.kind}.{g.root.name}"))
         mapping: dict[int, Instruction] = {}
         for i, p in enumerate(params):
@@ -270,6 +345,35 @@ class Fusion(Pass):
         for inst in reversed(order):  # members no one else uses any more
             if not inst.users and inst.parent is comp:
                 comp.remove(inst)
+
+
+def _canonical_order(g: Group) -> tuple[list[Instruction], list[Instruction]]:
+    """The members in post-order from the root (operands in order), and the values read from outside in
+    the order that walk first reaches them. Both depend only on the fused computation's structure, not on
+    where its inputs happen to sit in the entry computation, so two fusions computing the same thing on
+    same-shaped inputs get the same body and parameter order, hence one kernel (a residual block's
+    convolution reading [activation, weights] and its twin reading [weights, activation] are the same)."""
+    order: list[Instruction] = []
+    params: list[Instruction] = []
+    done: set[int] = set()
+    stack: list[tuple[Instruction, int]] = [(g.root, 0)]
+    while stack:
+        inst, i = stack.pop()
+        if i < len(inst.operands):
+            stack.append((inst, i + 1))
+            o = inst.operands[i]
+            if id(o) in done:
+                continue
+            if g.contains(o):
+                stack.append((o, 0))
+            else:
+                done.add(id(o))
+                params.append(o)
+            continue
+        if id(inst) not in done:
+            done.add(id(inst))
+            order.append(inst)
+    return order, params
 
 
 def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:
