@@ -181,8 +181,19 @@ class Body:
             kept.append((lhs, op, rhs))
         if not kept:
             return base
-        block = self.is_block(base, *[c[0] for c in kept], *[c[2] for c in kept])
-        return self.add("mask", self.fresh("m"), block, base=base, clauses=kept)
+        kept = [c if self.is_block(c[0], c[2]) else self._lane_clause(*c) for c in kept]
+        return self.add("mask", self.fresh("m"), True, base=base, clauses=kept)
+
+    def _lane_clause(self, lhs: Affine, op: str, rhs: Affine) -> tuple[Affine, str, Affine]:
+        """A clause over scalars (an index read once for all lanes) as one over a block: lhs - rhs
+        broadcast, compared with 0. A mask is always a block: Triton's interpreter rejects a scalar
+        predicate as a load's mask, and and-ed with a block mask it comes out mistyped."""
+        diff = self.materialize(lhs - rhs)
+        lanes = self.add("broadcast", self.fresh("i"), True, x=diff.single_var)
+        rng = self.range(diff)
+        if rng is not None:
+            self.bound(lanes, *rng)
+        return Affine.var(lanes), op, Affine()
 
     def index_value(self, x: str, dtype: str, block: bool, wrap: int | None,
                     lo: int | None, hi: int | None) -> Affine:

@@ -45,6 +45,15 @@ def _as_bytes_tensor(arr: np.ndarray, device: str):
     return torch.from_numpy(flat.copy()).to(device)
 
 
+def _typed(raw, numpy_dtype: str):
+    """Bytes seen as ``numpy_dtype``; no bytes, an empty tensor of that dtype: torch.from_numpy gives an
+    empty array stride 0, and .view() of it as a wider dtype raises 'self.stride(-1) must be 1'."""
+    import torch
+    if raw.numel() == 0:
+        return torch.empty(0, dtype=_torch_dtype(numpy_dtype), device=raw.device)
+    return raw.view(_torch_dtype(numpy_dtype))
+
+
 def _to_numpy(t, numpy_dtype: np.dtype) -> np.ndarray:
     import torch
     raw = t.detach().to("cpu").contiguous().view(torch.uint8).numpy()
@@ -87,7 +96,7 @@ class Executable:
 
     @staticmethod
     def _view(base, offset: int, nbytes: int, numpy_dtype: str):
-        return base[offset:offset + nbytes].view(_torch_dtype(numpy_dtype))
+        return _typed(base[offset:offset + nbytes], numpy_dtype)
 
     def _device_arch(self) -> str:
         import torch
@@ -141,7 +150,7 @@ class Executable:
         buffers = dict(self._static)
         for s in self.manifest["inputs"]:
             phys = to_physical(arrays[s["name"]], s["layout"])
-            buffers[s["buffer"]] = _as_bytes_tensor(phys, self.device).view(_torch_dtype(s["numpy_dtype"]))
+            buffers[s["buffer"]] = _typed(_as_bytes_tensor(phys, self.device), s["numpy_dtype"])
         for s in self.manifest["outputs"]:
             n = int(np.prod(s["shape"], dtype=np.int64))
             buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)

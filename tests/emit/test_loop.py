@@ -767,6 +767,64 @@ def test_fusion_with_constant_operands():
     np.testing.assert_allclose(got, np.where(x > 0.25, x**3, 0), rtol=1e-6)
 
 
+@pytest.mark.parametrize("k", [-11, -10, -3, 0, 1, 2, 6, 7, 9, 10])
+def test_fusion_concatenate_and_pad_read_at_a_known_index(k):
+    """A gather whose index is a constant reads the concatenate and the pad at one position for every
+    lane: their masks compare a scalar index, and must still be masks over the block (regressions
+    71204e0baf6fc77b and 42e1135dd51dc6dc)."""
+    inst = entry(f"""%fused {{
+      %a = f32[5]{{0}} parameter(0)
+      %b = f32[3]{{0}} parameter(1)
+      %v = f32[] parameter(2)
+      %cat = f32[8]{{0}} concatenate(%a, %b), dimension=0
+      %p = f32[11]{{0}} pad(%cat, %v), edge_padding_low={{2}}, edge_padding_high={{1}}, interior_padding={{0}}
+      %i = s64[1]{{0}} constant(), value={{{k}}}
+      %g = f32[1]{{0}} gather(%p, %i), axis=0
+      %gb = f32[4]{{0}} broadcast(%g), dimensions={{0}}
+      %x = f32[4]{{0}} parameter(3)
+      ROOT %r = f32[4]{{0}} add(%gb, %x)
+    }}
+    ENTRY %main {{
+      %a = f32[5]{{0}} parameter(0)
+      %b = f32[3]{{0}} parameter(1)
+      %v = f32[] parameter(2)
+      %x = f32[4]{{0}} parameter(3)
+      ROOT %f = f32[4]{{0}} fusion(%a, %b, %v, %x), kind=loop, calls=%fused
+    }}""")
+    a, b = np.arange(1, 6, dtype=np.float32), np.arange(10, 13, dtype=np.float32)
+    v, x = np.array(-7, np.float32), np.array([0, 100, 200, 300], np.float32)
+    (got,) = run(inst, [a, b, v, x])
+    padded = np.pad(np.concatenate([a, b]), (2, 1), constant_values=v)
+    np.testing.assert_array_equal(got, padded[k] + x)
+
+
+def test_fusion_scatter_with_concatenated_indices():
+    """Inside scatter-nd's loop over rows, the indices are read at scalar coordinates (the loop variable): the
+    concatenate's masks compare scalars there too, and come out as masks over the block."""
+    inst = entry("""%fused {
+      %d = f32[6,2]{1,0} parameter(0)
+      %i0 = s32[1,1]{1,0} parameter(1)
+      %i1 = s32[2,1]{1,0} parameter(2)
+      %idx = s32[3,1]{1,0} concatenate(%i0, %i1), dimension=0
+      %u = f32[3,2]{1,0} parameter(3)
+      ROOT %s = f32[6,2]{1,0} scatter-nd(%d, %idx, %u), reduction=add
+    }
+    ENTRY %main {
+      %d = f32[6,2]{1,0} parameter(0)
+      %i0 = s32[1,1]{1,0} parameter(1)
+      %i1 = s32[2,1]{1,0} parameter(2)
+      %u = f32[3,2]{1,0} parameter(3)
+      ROOT %f = f32[6,2]{1,0} fusion(%d, %i0, %i1, %u), kind=loop, calls=%fused
+    }""")
+    d = np.arange(12, dtype=np.float32).reshape(6, 2)
+    i0, i1 = np.array([[4]], np.int32), np.array([[-1], [4]], np.int32)
+    u = np.array([[1, 2], [30, 40], [500, 600]], np.float32)
+    (got,) = run(inst, [d, i0, i1, u])
+    want = d.copy()
+    np.add.at(want, np.concatenate([i0, i1])[:, 0] % 6, u)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_fusion_rejects_non_loop_ops():
     inst = entry("""%fused {
       %x = f32[4,6]{1,0} parameter(0)

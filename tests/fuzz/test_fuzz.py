@@ -18,9 +18,10 @@ from mlcc.fuzz.runner import Outcome, check_model_isolated, preload, run_seeds
 from mlcc.fuzz.shrink import REGRESSIONS, shrink
 
 BATCH = range(12)
-# The batch leaves out a feature whose bug the campaign already found (zero-size tensors crash the runtime);
-# its regressions below are xfail(strict) and flip when it is fixed: then empty this set.
-AVOID_UNTIL_FIXED = frozenset({"empty-tensors"})
+# Features the batch leaves out while a bug the campaign found in them is open (its regressions below are
+# xfail(strict) and flip when it is fixed: then empty this set). None now: zero-size tensors run since
+# regressions 209af32f04f05ff3 and 3bd41ead80903b15 were fixed.
+AVOID_UNTIL_FIXED: frozenset[str] = frozenset()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,7 +34,8 @@ def test_random_model_matches_onnxruntime(seed):
     (result,) = list(run_seeds([seed], jobs=1, avoid=AVOID_UNTIL_FIXED))
     assert result.outcome.status in ("pass", "skip"), (
         f"seed {seed} [{' '.join(result.ops)}]: {result.outcome.kind}: {result.outcome.detail}\n"
-        f"reproduce and shrink: python tools/fuzz.py --n 1 --seed {seed} --avoid {','.join(sorted(AVOID_UNTIL_FIXED))}")
+        f"reproduce and shrink: python tools/fuzz.py --n 1 --seed {seed}"
+        + (f" --avoid {','.join(sorted(AVOID_UNTIL_FIXED))}" if AVOID_UNTIL_FIXED else ""))
 
 
 def _regressions():

@@ -178,11 +178,7 @@ def expected_codes(case: corpus.BadCase) -> tuple[int, ...]:
 
 
 def _case_params():
-    xfail = {  # bugs outside the frontend, owned by others: each flips to a pass when fixed
-        "petabyte_constant_of_shape": "constant folding evaluates reduce() of a 2**50-element splat element by "
-                                      "element (mlcc/hlo/passes/constant_folding.py _folded_result budgets only "
-                                      "materialized operand bytes); the compile never ends",
-    }
+    xfail: dict[str, str] = {}  # bugs outside the frontend, owned by others: each flips to a pass when fixed
     for name, c in CASES.items():
         marks = [pytest.mark.slow] if c.slow else []
         if name in xfail:
@@ -483,8 +479,6 @@ def test_rank0_output(tmp_path):
     _compile_run_compare(tmp_path, corpus.scalar_output_model(), {"x": np.arange(6, dtype=np.float32).reshape(2, 3)})
 
 
-@pytest.mark.xfail(strict=True, reason="mlcc/runtime/bundle.py _as_bytes_tensor: torch.from_numpy of an empty "
-                   "array has stride 0, and .view(float32) of it raises 'self.stride(-1) must be 1'")
 def test_zero_size_tensors(tmp_path):
     _compile_run_compare(tmp_path, corpus.empty_tensor_model(), {"e": np.zeros((0, 3), np.float32)})
 

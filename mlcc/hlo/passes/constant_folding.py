@@ -12,7 +12,12 @@ a byte budget:
   transposed embedding shared with a gather) is not folded either.
 
 Splats stay splats: an elementwise op on splats, or a data-movement op on one, folds
-to a splat of its result dims whatever their size, computing only one element.
+to a splat of its result dims whatever their size, computing only one element; a
+reduce of a splat folds in closed form (a sum is value * count).
+
+The budget bounds the work too: nothing else is evaluated when its operands exceed
+``budget_bytes``, a splat counted at its full logical size (the evaluator visits every
+element of a broadcast splat, and a 2**50-element one never finishes).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_instruction
-from mlcc.hlo.ir import DTYPE_BYTES, Computation, Instruction, Module, Shape
+from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Module, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.pattern import constant_array, constant_attrs, python_scalar, remove_dead, scalar_value
@@ -61,6 +66,8 @@ class ConstantFolding(Pass):
             return False
         attrs = self._splat_result(module, inst)
         if attrs is None:
+            attrs = self._reduced_splat(module, inst)
+        if attrs is None:
             attrs = self._folded_result(module, inst)
         if attrs is None:
             return False
@@ -92,10 +99,28 @@ class ConstantFolding(Pass):
         value = python_scalar(value, inst.shape.dtype)
         return {"splat": value} if inst.shape.rank else {"value": (value,)}
 
+    def _reduced_splat(self, module: Module, inst: Instruction) -> dict | None:
+        """The value a reduce of a splat gives, in closed form (no element visited), or None."""
+        if inst.opcode != "reduce" or len(inst.operands) != 1:
+            return None
+        (x,) = inst.operands
+        value = scalar_value(x, module)
+        count = 1
+        for d in inst.attrs["dimensions"]:
+            count *= int(x.shape.dims[d])
+        if value is None or count == 0 or inst.shape.numel() == 0:
+            return None
+        reduced = _repeated(inst.attrs["kind"], value, count, inst.shape.dtype)
+        if reduced is None:
+            return None
+        return {"splat": reduced} if inst.shape.rank else {"value": (reduced,)}
+
     def _folded_result(self, module: Module, inst: Instruction) -> dict | None:
         result_bytes = inst.shape.nbytes()
         if result_bytes > self.budget_bytes:
             return None
+        if sum(op.shape.nbytes() for op in inst.operands) > self.budget_bytes:
+            return None  # the evaluator would visit every element, a splat's too
         operand_bytes = sum(_materialized_bytes(op) for op in inst.operands)
         if result_bytes > operand_bytes and inst.opcode == "broadcast":
             return None
@@ -112,3 +137,25 @@ class ConstantFolding(Pass):
         except EvaluationError:
             return None
         return constant_attrs(module, np.asarray(result), inst.shape.dtype, inst.name)
+
+
+def _repeated(kind: str, value: bool | int | float, count: int, dtype: str) -> bool | int | float | None:
+    """``value`` combined with itself ``count`` times by a reduction ``kind`` (None for a kind not known
+    here), in ``dtype``: floats rounded once, integers wrapped like the evaluator's arithmetic."""
+    if dtype in FLOAT_DTYPES and kind in ("and", "or", "xor"):
+        return None  # the evaluator rejects these
+    if kind in ("maximum", "minimum", "and", "or") or (dtype == "pred" and kind in ("add", "multiply")):
+        return value
+    if kind == "xor":
+        return value if count % 2 else python_scalar(0, dtype)
+    if kind not in ("add", "multiply"):
+        return None
+    if dtype in FLOAT_DTYPES:
+        with np.errstate(all="ignore"):  # a sum starts at +0.0, so -0.0 * count + 0.0 is +0.0 as there
+            exact = value * float(count) + 0.0 if kind == "add" else float(np.float64(value) ** count)
+            return python_scalar(np.array(exact, np.float64).astype(numpy_dtype(dtype)), dtype)
+    modulus = 1 << (8 * DTYPE_BYTES[dtype])
+    wrapped = int(value) * count % modulus if kind == "add" else pow(int(value), count, modulus)
+    if dtype.startswith("s") and wrapped >= modulus // 2:
+        wrapped -= modulus
+    return wrapped

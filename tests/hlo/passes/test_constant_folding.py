@@ -1,5 +1,7 @@
 import numpy as np
+import pytest
 
+from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.passes.constant_folding import ConstantFolding
 from mlcc.hlo.testing import check_pass
 from tests.hlo.passes.pass_numerics import check_rewrite, run
@@ -91,3 +93,80 @@ def test_leaves_parameters_and_missing_weights_alone():
         %e = f32[3]{0} exp(%p0)
         ROOT %r = (f32[3]{0}) tuple(%e)
       }""", expected=None)
+
+
+_NUMPY_REDUCE = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                 "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
+_NUMPY_PRED_REDUCE = {"add": np.logical_or, "multiply": np.logical_and, "maximum": np.logical_or,
+                      "minimum": np.logical_and, "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+@pytest.mark.parametrize("kind,dtype,value", [
+    ("add", "f32", 0.1), ("add", "f32", -0.0), ("add", "f16", 0.3), ("add", "s8", 100), ("add", "u8", 7), ("add", "s64", -3),
+    ("multiply", "f32", 1.5), ("multiply", "s32", -3), ("multiply", "u16", 3), ("maximum", "f16", -2.5),
+    ("minimum", "s64", 5), ("and", "u8", 6), ("or", "s32", -6), ("xor", "s32", 6), ("xor", "pred", True),
+    ("add", "pred", True), ("multiply", "pred", False), ("or", "pred", True)])
+def test_reduce_of_a_splat_folds_in_closed_form(kind, dtype, value):
+    """Folded without visiting an element (a 1-byte budget refuses any evaluation), equal to numpy's
+    reduction of the materialized array (small here, so that numpy can)."""
+    literal = str(value).lower() if dtype == "pred" else value
+    changed, module = run(ConstantFolding(budget_bytes=1), f"""
+      ENTRY %main {{
+        %c = {dtype}[3,5,7]{{2,1,0}} constant(), splat={literal}
+        %r = {dtype}[5]{{0}} reduce(%c), dimensions={{0,2}}, kind={kind}
+        ROOT %t = ({dtype}[5]{{0}}) tuple(%r)
+      }}""")
+    assert changed
+    (folded,) = module.entry.root.operands
+    assert folded.opcode == "constant" and "splat" in folded.attrs
+    x = np.full((3, 5, 7), value, numpy_dtype(dtype))
+    if dtype == "pred":
+        want = _NUMPY_PRED_REDUCE[kind].reduce(x, axis=(0, 2))
+    elif dtype in ("f16", "f32"):  # from the identity, as a reduce starts (a sum of -0.0 is +0.0)
+        start = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}[kind]
+        want = _NUMPY_REDUCE[kind].reduce(x.astype(np.float64), axis=(0, 2), initial=start).astype(x.dtype)
+    else:
+        want = _NUMPY_REDUCE[kind].reduce(x, axis=(0, 2), dtype=x.dtype)
+    got = np.full(5, folded.attrs["splat"]).astype(x.dtype)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_reduce_of_a_petabyte_splat_is_value_times_count():
+    """ONNX ConstantOfShape([2**25, 2**25]) then ReduceSum (the hostile corpus' petabyte_constant_of_shape):
+    2**50 elements are never visited."""
+    changed, module = run(ConstantFolding(), """
+      ENTRY %main {
+        %c = f32[33554432,33554432]{1,0} constant(), splat=0.75
+        %s = f32[] reduce(%c), dimensions={0,1}, kind=add
+        %m = f32[33554432]{0} reduce(%c), dimensions={1}, kind=maximum
+        ROOT %t = (f32[], f32[33554432]{0}) tuple(%s, %m)
+      }""")
+    assert changed
+    s, m = module.entry.root.operands
+    assert s.attrs["value"] == (float(np.float32(0.75 * 2.0**50)),)
+    assert m.attrs["splat"] == 0.75
+
+
+def test_evaluating_operands_over_the_budget_is_not_done():
+    """The budget bounds the work as well as the result: an argmax over a 2**42-element splat (a 16-byte
+    result) and a slice of a 2 MiB weight stay unfolded; with room for the weight, the slice folds."""
+    changed, module = run(ConstantFolding(), """
+      ENTRY %main {
+        %c = f32[4,1099511627776]{1,0} constant(), splat=1.0
+        %a = s64[4]{0} argmax(%c), dimension=1
+        ROOT %t = (s64[4]{0}) tuple(%a)
+      }""")
+    assert not changed and module.entry.root.operands[0].opcode == "argmax"
+    w = np.arange(1 << 19, dtype=np.float32)
+    text = """
+      ENTRY %main {
+        %w = f32[524288]{0} constant(), ref=w
+        %s = f32[4]{0} slice(%w), start_indices={10}, limit_indices={18}, strides={2}
+        ROOT %t = (f32[4]{0}) tuple(%s)
+      }"""
+    check_rewrite(ConstantFolding(), text, expected=None, constants={"w": w})
+    changed, module = run(ConstantFolding(budget_bytes=4 << 20), text, {"w": w})
+    (folded,) = module.entry.root.operands
+    assert changed and folded.opcode == "constant"
+    np.testing.assert_array_equal(np.array(folded.attrs["value"], np.float32), w[10:18:2])
