@@ -101,6 +101,7 @@ def main() -> None:
     mlcc inspect build/                    what the compiler did
     mlcc report build/ -o report.html      HTML report: graph, kernels, memory, roofline
     mlcc simulate build/ --hbm-budget 50%  what the memory-intent sidecar is worth
+    mlcc tune model.onnx --db tuning.yaml  time tile candidates on this GPU (compile --tuning-db)
     """
 
 
@@ -128,6 +129,10 @@ def main() -> None:
 @click.option("--io-layout", type=click.Choice(["row-major", "any"]), default=None,
               help="Layout of the bundle's inputs and outputs: row-major (default, as the model defines) or "
                    "any (the compiler's choice, recorded in the manifest).")
+@click.option("--tuning-db", type=click.Path(dir_okay=False), default=None,
+              help="Tuning database (YAML, from mlcc tune): measured launch configs by kernel signature and target.")
+@click.option("--require-tuned", is_flag=True, default=None,
+              help="Fail (exit 69) if a tunable kernel has no tuning entry for a target; lists every one.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
@@ -135,8 +140,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 disable_passes: tuple[str, ...], time_passes: bool, explain_fusion: bool, check_numerics: bool | None,
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
-                precision: str | None, io_layout: str | None, as_json: bool,
-                quiet: bool, debug: bool) -> None:
+                precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
+                as_json: bool, quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
     import mlcc
     with _diagnostics(as_json, debug):
@@ -144,7 +149,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
-               "io_layout": io_layout}
+               "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:
@@ -314,6 +319,38 @@ def simulate_cmd(bundle: Path, budget: str, iterations: int, as_json: bool) -> N
         if base["belady"]["bytes_moved"] and base["lru"]["bytes_moved"]:
             click.echo(f"  intent/belady {base['intent']['bytes_moved'] / base['belady']['bytes_moved']:.3f}   "
                        f"intent/lru {base['intent']['bytes_moved'] / base['lru']['bytes_moved']:.3f}")
+
+
+@main.command("tune")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", "db_path", required=True, type=click.Path(dir_okay=False),
+              help="Tuning database to update (created if missing; entries of other kernels are kept).")
+@click.option("--target", default=None, help="Target to tune for (default: this GPU's, e.g. sm_90).")
+@click.option("--repeat", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Timed runs per candidate (the median counts), after warm-up.")
+@click.option("--shape", "shapes", multiple=True, help="Specialize an input or a dim, as for compile. Repeatable.")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default=None,
+              help="As for compile: the kernels tuned are those this precision gives.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
+              help="Options file (default ./mlcc.yaml if present), as for compile.")
+@click.option("--json", "as_json", is_flag=True, help="The measurements as JSON on stdout.")
+def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes: tuple[str, ...],
+             precision: str | None, config_path: str | None, as_json: bool) -> None:
+    """Time launch-config candidates of MODEL's matmul, convolution and attention kernels on this CUDA GPU
+    and merge the fastest into a tuning database (exit 69 without a CUDA device)."""
+    from mlcc.tune import tune_model
+    with _diagnostics(as_json):
+        cfg, cfg_file = load_config(config_path)
+        options = merge_options(cfg, {"shapes": _parse_shapes(shapes) or None, "precision": precision}, cfg_file)
+        results = tune_model(model, db_path, options, target=target, repeat=repeat,
+                             log=None if as_json else lambda line: click.echo(line, err=True))
+        if as_json:
+            click.echo(json.dumps({"ok": True, "db": db_path, "kernels": results}, sort_keys=True))
+        else:
+            for r in results:
+                click.echo(f"{r['kernel']} ({r['template']}) on {r['target']}: {r['heuristic_us']:.1f} us -> "
+                           f"{r['best_us']:.1f} us with {r['candidates']} candidates")
+            click.echo(f"{db_path}: {len(results)} kernel(s) tuned")
 
 
 @main.command("config")

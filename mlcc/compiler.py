@@ -12,11 +12,15 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
-from mlcc.hlo.ir import Module
+from mlcc.hlo.ir import Instruction, Module
 from mlcc.version import __version__
+
+if TYPE_CHECKING:
+    from mlcc.emit.kernel import Kernel
+    from mlcc.tuning_db import TuningDb
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -38,13 +42,15 @@ class CompileOptions:
     check_numerics: bool = False       # run every kernel under the interpreter against the reference evaluator
     precision: str = "fp32"            # fp32 | tf32 | fp16 | bf16: the type weights are stored and activations computed in
     io_layout: str = "row-major"       # row-major: inputs and outputs as ONNX/StableHLO define; any: the compiler's choice
+    tuning_db: str | None = None       # YAML of measured launch configs by kernel signature and target (mlcc tune)
+    require_tuned: bool = False        # a tunable (kernel, target) without a tuning entry is an error
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
         return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
                                                           for k, v in sorted(self.shapes.items())},
                 "disable_passes": sorted(self.disable_passes), "device_model": self.device_model,
-                "precision": self.precision, "io_layout": self.io_layout}
+                "precision": self.precision, "io_layout": self.io_layout, "require_tuned": bool(self.require_tuned)}
 
 
 @dataclass
@@ -108,10 +114,13 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
     return module, info, deps
 
 
-def _input_records(deps: list[Path], options: CompileOptions) -> list[dict[str, str]]:
-    records = [{"file": p.name, "sha256": _sha256_file(p)} for p in deps]
-    if options.config_file:
-        records.append({"file": Path(options.config_file).name, "sha256": _sha256_file(Path(options.config_file))})
+def _input_records(deps: list[Path], options: CompileOptions, model_sha256: str) -> list[dict[str, str]]:
+    """What the bundle was built from: the model's files (or the in-memory model's hash), the options file and
+    the tuning database."""
+    records = [{"file": p.name, "sha256": _sha256_file(p)} for p in deps] or [{"file": None, "sha256": model_sha256}]
+    for extra in (options.config_file, options.tuning_db):
+        if extra:
+            records.append({"file": Path(extra).name, "sha256": _sha256_file(Path(extra))})
     return records
 
 
@@ -139,7 +148,7 @@ def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> 
     if not options.depfile:
         return
     from mlcc.atomic import depfile_text, write_file_atomic
-    files = [str(p) for p in deps] + ([options.config_file] if options.config_file else [])
+    files = [str(p) for p in deps] + [f for f in (options.config_file, options.tuning_db) if f]
     write_file_atomic(Path(options.depfile), depfile_text(str(out_dir / "manifest.json"), files))
 
 
@@ -187,17 +196,11 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
         raise InvalidInputError("out of memory while compiling (model too large for this machine?)") from None
 
 
-def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
-    from mlcc.atomic import staged_directory
+def _checked_options(options: CompileOptions):
+    """The targets, the device model and the pass pipeline the options name; UnsupportedError if one is unknown."""
     from mlcc.device_models import device_model
-    from mlcc.emit.build import build_binaries, default_cache_dir
-    from mlcc.emit.bundle import write_bundle
     from mlcc.emit.compile import TargetError, parse_targets
-    from mlcc.emit.lower_module import lower_module
-    from mlcc.hlo.buffer_assignment import assign_buffers
-    from mlcc.hlo.passes.pass_manager import PipelineOptions
 
-    report = progress or (lambda stage, done, total: None)
     try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
         targets = parse_targets([t for t in options.targets if t.strip().lower() != "none"])
     except TargetError as e:
@@ -215,11 +218,66 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     unknown = sorted(set(options.disable_passes) - set(names))
     if unknown:
         raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(names)})")
+    return targets, device, pipeline
+
+
+def load_tuning(options: CompileOptions) -> TuningDb | None:
+    """The tuning database the options name (checked: exit 65 or 66 naming it), or None."""
+    if not options.tuning_db:
+        return None
+    from mlcc.tuning_db import load_tuning_db
+    return load_tuning_db(options.tuning_db)
+
+
+def _schedule_and_lower(module: Module, target_names: list[str], tuning: TuningDb | None):
+    """Buffer assignment, then a kernel per launch, configured for every target."""
+    from mlcc.emit.lower_module import lower_module
+    from mlcc.hlo.buffer_assignment import assign_buffers
+
+    module.is_scheduled = True
+    plan = assign_buffers(module)
+    kernels, launches = lower_module(module, plan, target_names, tuning)
+    return plan, kernels, launches
+
+
+def _require_tuned(kernels: dict[str, Kernel], target_names: list[str], tuning: TuningDb | None) -> None:
+    """--require-tuned: every tunable (kernel, target) must have a tuning entry; list every one that has not."""
+    from mlcc.emit.tiling import untuned
+    misses = untuned([kernels[n] for n in sorted(kernels)], target_names)
+    if misses:
+        listed = "; ".join(f"{k.name} ({k.template}) on {t}, signature {k.signature}" for k, t in misses)
+        where = f"in {tuning.path}" if tuning is not None else "(no --tuning-db given)"
+        raise UnsupportedError(f"--require-tuned: {len(misses)} kernel launch config(s) have no tuning entry "
+                               f"{where}: {listed}")
+
+
+def lower_model(model: Any, options: CompileOptions,
+                target_names: list[str]) -> tuple[Module, dict[str, Kernel], list[tuple[Instruction, str]]]:
+    """The model's module, kernels and launches as a compile with options builds them, configured for
+    target_names by the heuristics alone (what `mlcc tune` measures against); nothing is written."""
+    from mlcc.hlo.passes.pass_manager import PipelineOptions
+
+    _, _, pipeline = _checked_options(options)
+    module, _, _ = import_model(model, options)
+    pipeline.run(module, PipelineOptions(disabled=frozenset(options.disable_passes)))
+    _, kernels, launches = _schedule_and_lower(module, target_names, None)
+    return module, kernels, launches
+
+
+def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
+    from mlcc.atomic import staged_directory
+    from mlcc.emit.build import build_binaries, default_cache_dir
+    from mlcc.emit.bundle import write_bundle
+    from mlcc.hlo.passes.pass_manager import PipelineOptions
+
+    report = progress or (lambda stage, done, total: None)
+    targets, device, pipeline = _checked_options(options)
+    tuning = load_tuning(options)
 
     report("import", 0, 1)
     module, model_info, deps = import_model(model, options)
     report("import", 1, 1)
-    records = _input_records(deps, options) if deps else [{"file": None, "sha256": model_info["sha256"]}]
+    records = _input_records(deps, options, model_info["sha256"])
     key = _build_key(records, options)
     if not options.force:
         manifest = _is_up_to_date(out_dir, key)
@@ -235,9 +293,10 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
                                          disabled=frozenset(options.disable_passes)))
     report("passes", 1, 1)
-    module.is_scheduled = True
-    plan = assign_buffers(module)
-    kernels, launches = lower_module(module, plan)
+    target_names = [t.name for t in targets]
+    plan, kernels, launches = _schedule_and_lower(module, target_names, tuning)
+    if options.require_tuned:
+        _require_tuned(kernels, target_names, tuning)
     if options.check_numerics:
         from mlcc.emit.check_numerics import check_numerics
         report("numerics", 0, len(launches))

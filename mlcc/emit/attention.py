@@ -15,14 +15,17 @@ materialized either; q, k and v are the fusion's parameters, read as they are.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlcc.emit.coords import MAX_GRID_Y, Axis, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
                              needs_int64, pointer_params, read_in_place)
+from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
-from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
 
 
 @dataclass(frozen=True)
@@ -54,24 +57,119 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[int, ...]) -> tuple[int, .
     return tuple(out)
 
 
-def _launch(sq: int, sk: int, d: int, dv: int, bh: int, dtype: str, interpreter: bool) -> LaunchConfig:
+def attention_problem(sq: int, sk: int, d: int, dv: int, batch_heads: int, dtype: str) -> dict:
+    """What an attention kernel's tiles follow from (Kernel.extra["problem"])."""
+    return {"sq": sq, "sk": sk, "d": d, "dv": dv, "batch_heads": batch_heads, "dtype": dtype}
+
+
+def _launch(sq: int, sk: int, d: int, dv: int, bh: int, dtype: str, interpreter: bool,
+            spec: GpuSpec = GENERIC) -> LaunchConfig:
     if bh > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
-    block_d, block_dv = clamp_pow2(d, 16, 1 << 20), clamp_pow2(dv, 16, 1 << 20)
-    wide_head = max(block_d, block_dv) > 64
+    problem = attention_problem(sq, sk, d, dv, bh, dtype)
     if interpreter:
-        block_m, block_n = clamp_pow2(sq, 16, 256), clamp_pow2(sk, 16, 512)
-        warps, stages = 4, 1
-    elif dtype in ("f16", "bf16"):   # tensor cores: big query tiles
-        block_m, block_n = clamp_pow2(sq, 16, 64 if wide_head else 128), clamp_pow2(sk, 16, 64)
-        warps, stages = (8, 2) if wide_head else (4, 3)
-    else:   # f32 (exact) and f64 run on FMA units: small tiles keep registers and shared memory in bounds
-        block_m, block_n = clamp_pow2(sq, 16, 32 if wide_head or dtype == "f64" else 64), clamp_pow2(sk, 16, 32)
-        warps, stages = 4, 2
-    constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_D": block_d, "BLOCK_DV": block_dv}
-    if dtype == "bf16":   # see mlcc.emit.contraction: the interpreter multiplies bf16 in f32
+        tiles = {"BLOCK_M": clamp_pow2(sq, 16, 256), "BLOCK_N": clamp_pow2(sk, 16, 512)}
+        return attention_config(problem, tiles, 4, 1, interpreter=True)
+    return attention_heuristic(problem, spec)
+
+
+def _head_tiles(problem: dict) -> tuple[int, int]:
+    """BLOCK_D, BLOCK_DV: a program holds whole q and v rows, so these follow from the head dims."""
+    return clamp_pow2(problem["d"], 16, 1 << 20), clamp_pow2(problem["dv"], 16, 1 << 20)
+
+
+def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stages: int,
+                     interpreter: bool = False) -> LaunchConfig:
+    """The launch config of given query and key tiles (BLOCK_M, BLOCK_N): a program per BLOCK_M queries
+    (axis 0) of each (batch..., head) (axis 1)."""
+    block_d, block_dv = _head_tiles(problem)
+    constexprs = {"BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_D": block_d,
+                  "BLOCK_DV": block_dv}
+    if problem["dtype"] == "bf16":   # see mlcc.emit.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
-    return LaunchConfig(constexprs, (max(1, cdiv(sq, block_m)), max(1, bh), 1), num_warps=warps, num_stages=stages)
+    grid = (max(1, cdiv(problem["sq"], tiles["BLOCK_M"])), max(1, problem["batch_heads"]), 1)
+    return LaunchConfig(constexprs, grid, num_warps=num_warps, num_stages=num_stages)
+
+
+def attention_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+    """Query and key tiles for spec, then fewer stages (then smaller key and query tiles) until they fit
+    its shared memory.
+    Half types run on tensor cores (big query tiles); f32 (exact) and f64 on FMA units, where small tiles
+    keep registers and shared memory in bounds. Generic: what every GPU runs; sm_90: wider key tiles and
+    a deeper pipeline; AMD: 4 wavefronts, no pipelining (Triton's AMD flash-attention configs)."""
+    sq, sk, dtype = problem["sq"], problem["sk"], problem["dtype"]
+    block_d, block_dv = _head_tiles(problem)
+    wide_head = max(block_d, block_dv) > 64
+    half = dtype in ("f16", "bf16")
+    if half:
+        cap_n = 64 if wide_head or spec.attention_stages == 0 or spec.vendor == "amd" else 128
+        cap_m = 64 if wide_head and spec.attention_stages == 0 else 128
+        block_m, block_n = clamp_pow2(sq, 16, cap_m), clamp_pow2(sk, 16, cap_n)
+        warps, stages = (8, 2) if wide_head else (4, 3)
+        if spec.attention_stages:
+            stages = spec.attention_stages
+            big = block_m * block_n >= 128 * 128 or (wide_head and block_m >= 128)
+            warps = 8 if big and spec.vendor == "nvidia" else 4
+    else:
+        block_m = clamp_pow2(sq, 16, 32 if wide_head or dtype == "f64" else 64)
+        block_n = clamp_pow2(sk, 16, 32)
+        warps, stages = 4, spec.attention_stages or 2
+    while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and stages > 1:
+        stages -= 1
+    while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_n > 16:
+        block_n //= 2
+    while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_m > 16:
+        block_m //= 2
+    return attention_config(problem, {"BLOCK_M": block_m, "BLOCK_N": block_n}, warps, stages)
+
+
+def attention_shared_bytes(problem: dict, block_m: int, block_n: int, stages: int) -> int:
+    """The q tile, and a k and a v tile per pipeline stage."""
+    block_d, block_dv = _head_tiles(problem)
+    tiles = block_m * block_d + max(stages, 1) * block_n * (block_d + block_dv)
+    return tiles * DTYPE_BYTES[problem["dtype"]]
+
+
+def _attention_resources(problem: dict, config: LaunchConfig, warp_size: int) -> Resources:
+    """Registers: the f32 output accumulator and score tile, and the q tile, spread over the threads."""
+    c = config.constexprs
+    bm, bn, bd, bdv = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_D"], c["BLOCK_DV"]
+    acc_words = 2 if problem["dtype"] == "f64" else 1
+    words = DTYPE_BYTES[problem["dtype"]] / 4
+    registers = ((bm * bdv + bm * bn) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
+    return Resources(attention_shared_bytes(problem, bm, bn, config.num_stages), math.ceil(registers))
+
+
+def attention_candidates(problem: dict, spec: GpuSpec) -> list[LaunchConfig]:
+    """Query and key tiles of 32 to 128, 4 or 8 warps (8 only for big tiles), stages around spec's."""
+    if spec.vendor == "amd":
+        stage_choices = [1, 2]
+    else:
+        depth = spec.attention_stages or 2
+        stage_choices = [max(1, depth - 1), depth, depth + 1]
+    configs = []
+    for bm in (32, 64, 128):
+        for bn in (32, 64, 128):
+            tiles = {"BLOCK_M": clamp_pow2(problem["sq"], 16, bm), "BLOCK_N": clamp_pow2(problem["sk"], 16, bn)}
+            for warps in (4, 8) if tiles["BLOCK_M"] * tiles["BLOCK_N"] >= 64 * 64 else (4,):
+                for stages in stage_choices:
+                    config = attention_config(problem, tiles, warps, stages)
+                    if config not in configs:
+                        configs.append(config)
+    return configs
+
+
+def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
+    for name in ("BLOCK_M", "BLOCK_N"):
+        if not is_pow2(tiles[name]) or tiles[name] < 16:
+            return f"{name} must be a power of two >= 16 (tl.dot), not {tiles[name]}"
+    return None
+
+
+register_tiling(Tiling(heuristic=attention_heuristic, tunable=("BLOCK_M", "BLOCK_N"),
+                       fixed=("BLOCK_D", "BLOCK_DV", "DOT_F32"), config=attention_config,
+                       resources=_attention_resources, candidates=attention_candidates, check=_attention_check),
+                "attention.py.jinja")
 
 
 @lowering("attention")
@@ -143,7 +241,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     wide=wide, **fused)
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
-                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops)
+                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops,
+                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)})
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,

@@ -1,5 +1,6 @@
 """Compile every kernel for every target: in parallel, each distinct kernel once, through a
-persistent content-addressed cache (key: source, signature, launch config, target, Triton version)."""
+persistent content-addressed cache (key: source, signature, launch config, target, Triton version).
+Each (kernel, target) compiles with that target's own launch config (Kernel.config_for)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _triton_version() -> str:
 def cache_key(kernel: Kernel, target: Target) -> str:
     h = hashlib.sha256()
     payload = {"format": CACHE_FORMAT, "source": kernel.source, "name": kernel.name,
-               "arg_types": kernel.arg_types, "config": kernel.gpu.to_json(),
+               "arg_types": kernel.arg_types, "config": kernel.config_for(target.name).to_json(),
                "target": target.name, "triton": _triton_version()}
     h.update(json.dumps(payload, sort_keys=True).encode())
     return h.hexdigest()
@@ -41,7 +42,7 @@ def _compile_job(source: str, name: str, arg_types: list[str], config: dict, tar
     kernel = Kernel(name, "", source, arg_types, LaunchConfig(config["constexprs"], tuple(config["grid"]),
                                                               config["num_warps"], config["num_stages"]),
                     LaunchConfig({}, (1, 1, 1)))
-    return compile_kernel(kernel, target)
+    return compile_kernel(kernel, target, kernel.gpu)
 
 
 def _cache_load(cache_dir: Path | None, key: str) -> Binary | None:
@@ -98,8 +99,8 @@ def build_binaries(kernels: Sequence[Kernel], targets: Sequence[Target], *, jobs
     if jobs > 1 and len(todo) > 2:
         ctx = __import__("multiprocessing").get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.gpu.to_json(), t): (k, t, key)
-                       for k, t, key in todo}
+            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t.name).to_json(), t):
+                       (k, t, key) for k, t, key in todo}
             for fut in concurrent.futures.as_completed(futures):
                 k, t, key = futures[fut]
                 binary = fut.result()

@@ -26,7 +26,11 @@ from mlcc.hlo.traffic import kernel_bytes
 from mlcc.runtime.physical import to_physical
 from mlcc.schemas import validate
 
+# 1: every binary launches with the schedule's grid (a binary's own "config" is informational);
+# 2: some binary was compiled with tiles that need its own grid (kernels[i].binaries[target].config.grid):
+#    a reader of version 1 would launch it with the schedule's grid and compute wrong results, so it must refuse.
 SCHEMA_VERSION = 1
+OWN_GRID_SCHEMA_VERSION = 2
 INTENT_SCHEMA_VERSION = 1
 
 
@@ -139,11 +143,16 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
             (out / bin_rel).write_bytes(b.data)
             (out / meta_rel).write_text(b.metadata)
             bins[t.name] = {"path": bin_rel, "metadata": meta_rel, "shared": b.shared,
-                            "num_warps": b.num_warps, "num_stages": b.num_stages, "function": b.name}
+                            "num_warps": b.num_warps, "num_stages": b.num_stages, "function": b.name,
+                            "config": k.config_for(t.name).to_json(),
+                            "config_from": "tuning-db" if t.name in k.tuned else "heuristic"}
         ops = sorted({o for inst, kn in launches if kn == name for o in inst.origin})
-        kernel_entries.append({"name": name, "source": f"kernels/{name}.py", "template": k.template,
-                               "arg_types": k.arg_types, "binaries": bins, "gpu": k.gpu.to_json(),
-                               "interpreter": k.interpreter.to_json(), "flops": k.flops, "ops": ops})
+        entry = {"name": name, "source": f"kernels/{name}.py", "template": k.template,
+                 "arg_types": k.arg_types, "binaries": bins, "gpu": k.gpu.to_json(),
+                 "interpreter": k.interpreter.to_json(), "flops": k.flops, "ops": ops}
+        if k.signature:
+            entry["signature"] = k.signature
+        kernel_entries.append(entry)
 
     schedule = []
     for step, (inst, kname) in enumerate(launches):
@@ -187,7 +196,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     (out / "intent.json").write_text(dumps(intent))
 
     manifest: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": _schema_version(kernels, targets),
         "model": model_info,
         "build": build_info,
         "targets": [t.name for t in targets],
@@ -207,6 +216,12 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     validate("manifest", manifest)
     (out / "manifest.json").write_text(dumps(manifest))
     return manifest
+
+
+def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
+    """1 unless some binary needs a grid other than the schedule's (see OWN_GRID_SCHEMA_VERSION)."""
+    own_grid = any(k.config_for(t.name).grid != k.gpu.grid for k in kernels.values() for t in targets)
+    return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION
 
 
 def _file_sha256(path: Path) -> bytes:

@@ -75,12 +75,13 @@ class Binary:
 
 def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None = None,
                    source_path: Path | None = None) -> Binary:
-    """Compile kernel.source for target; returns the ELF (cubin) or hsaco bytes and launch metadata."""
+    """Compile kernel.source for target with config (default: the kernel's config for that target); returns
+    the ELF (cubin) or hsaco bytes and launch metadata."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    config = config or kernel.gpu
+    config = config or kernel.config_for(target.name)
     # No line info: it would embed the source's temporary path and break byte-identical bundles.
     with triton.knobs.compilation.scope(), tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
         triton.knobs.compilation.disable_line_info = True

@@ -24,74 +24,29 @@ output fusion (mlcc/hlo/passes/fusion.py):
   dims): one tile spans all columns (BLOCK_N >= N, a single tile of them), so matmul.py.jinja computes
   the norm's input from the accumulator, the row statistics with a reduction over the tile's columns,
   and the rest of the epilogue from the normalized value, as row_norm.py.jinja would.
+
+The tiles, warps and stages of both templates, per GPU target, are chosen in mlcc/emit/matmul_tiles.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (MAX_GRID_Y, Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide,
-                              largest_pow2_at_most, merge_axes, numel, static_dims, strides)
+from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims,
+                              strides)
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
                              pointer_params, read_as_is)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, tl_type, triton_pointer
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.shape_inference import conv_dim_labels
 
-_DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take the multiply-and-sum path
-_HALF = ("f16", "bf16")
-GROUP_M = 8
-MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
 ROW_NORMS = ("layer-norm", "rms-norm")
 
 
-def uses_tl_dot(dtype: str) -> bool:
-    return dtype in _DOT_DTYPES
-
-
-def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool,
-                  whole_rows: bool = False) -> LaunchConfig:
-    """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
-    tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size."""
-    if batch > MAX_GRID_Y:
-        raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
-    if whole_rows:
-        if not uses_tl_dot(dtype):
-            raise UnsupportedError(f"a row norm after a {dtype} dot")
-        bn = max(MIN_DOT_TILE, next_pow2(n))
-        if interpreter:
-            bk = clamp_pow2(k, 16, 256)
-            bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
-        else:
-            bk = clamp_pow2(k, 16, 64 if dtype in _HALF else 32)
-            bm = clamp_pow2(m, 16, max(MIN_DOT_TILE, (128 * 128 if dtype in _HALF else 64 * 64) // bn))
-        warps = 8 if bm * bn >= 128 * 128 else 4
-        stages = 3
-    elif uses_tl_dot(dtype):
-        if interpreter:   # few big programs: numpy matmuls are fast, each program costs ~ms of Python
-            bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, 16, 256)
-            bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
-        elif dtype in _HALF:
-            bm, bn, bk = clamp_pow2(m, 16, 128), clamp_pow2(n, 16, 128), clamp_pow2(k, 16, 64)
-        else:
-            bm, bn, bk = clamp_pow2(m, 16, 64), clamp_pow2(n, 16, 64), clamp_pow2(k, 16, 32)
-        warps = 8 if bm * bn >= 128 * 128 else 4
-        stages = 3
-    else:   # a [BLOCK_M, BLOCK_K, BLOCK_N] product lives in registers: keep it small
-        cap_mn, budget = (64, 1 << 18) if interpreter else (32, 8192)
-        bm, bn = clamp_pow2(m, 1, cap_mn), clamp_pow2(n, 1, cap_mn)
-        bk = clamp_pow2(k, 1, largest_pow2_at_most(max(1, budget // (bm * bn))))
-        warps, stages = 4, 2
-    tiles = cdiv(max(m, 1), bm) * cdiv(max(n, 1), bn)
-    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
-    if dtype == "bf16":
-        constexprs["DOT_F32"] = int(interpreter)
-    return LaunchConfig(constexprs, (tiles, max(batch, 1), 1), num_warps=warps, num_stages=stages)
-
-
 def _acc_dtype(dtype: str) -> str:
-    return "f32" if dtype in _HALF else accumulator_dtype(dtype)
+    return "f32" if dtype in HALF else accumulator_dtype(dtype)
 
 
 def _precision(dtype: str) -> dict:
@@ -228,7 +183,8 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows),
-                  flops=2 * batch * m * n * k + fused_flops)
+                  flops=2 * batch * m * n * k + fused_flops,
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)})
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:
@@ -357,7 +313,8 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
                   gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False),
-                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops)
+                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops,
+                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)})
 
 
 def grouped_conv_launch(m: int, n: int, k: int, interpreter: bool) -> LaunchConfig:

@@ -46,7 +46,16 @@ class Kernel:
     gpu: LaunchConfig         # config compiled ahead of time for GPU targets
     interpreter: LaunchConfig # config used under TRITON_INTERPRET on CPU (big tiles, few programs)
     flops: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)   # "problem": the dims a tiling's configs follow from
+    # Per-target overrides of gpu (mlcc/emit/tiling.py): a target's own heuristic config, or its tuning-database
+    # entry (those targets are in `tuned`); a target without one compiles and launches with gpu.
+    targets: dict[str, LaunchConfig] = field(default_factory=dict)
+    tuned: list[str] = field(default_factory=list)
+    signature: str = ""       # what the tuning database keys it by (mlcc/emit/lower_module.py)
+
+    def config_for(self, target: str) -> LaunchConfig:
+        """The launch config a binary for target is compiled and launched with."""
+        return self.targets.get(target, self.gpu)
 
 
 def triton_pointer(shape: Shape) -> str:

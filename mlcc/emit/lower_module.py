@@ -1,23 +1,33 @@
 """Lower every launching instruction of the scheduled entry to a kernel; identical kernels once.
 
 A kernel's name is derived from its content (template output with a placeholder
-name, signature and launch configs), so two instructions that need the same code
-share one source and one binary per target, and names never depend on the model's
-strings.
+name, signature and launch configs, every target's included), so two instructions
+that need the same code share one source and one binary per target, and names
+never depend on the model's strings.
+
+A kernel's tuning signature hashes what defines its code and problem but not its
+launch configs (template, source with the placeholder name, argument types): the
+tuning database keys its entries by it, so an entry outlives any change of
+heuristics, and the kernel's config for a target is the entry's where it has one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING, Sequence
 
 # Importing the lowering modules registers their templates in LOWERINGS.
 from mlcc.emit import kernel as _kernel
 from mlcc.emit.kernel import Kernel, lower, lowering_key
+from mlcc.emit.tiling import TILINGS, Tiling, configure_targets
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.names import sanitize_identifier
+
+if TYPE_CHECKING:
+    from mlcc.tuning_db import TuningDb
 
 _LOWERING_MODULES = ("loop", "reduction", "pooling", "contraction", "normalization", "attention")
 PLACEHOLDER = "mlcc_kernel"
@@ -39,13 +49,30 @@ def fusion_kinds() -> frozenset[str]:
     return frozenset(k.split(":", 1)[1] for k in _kernel.LOWERINGS if k.startswith("fusion:"))
 
 
+def tilings() -> dict[str, Tiling]:
+    """Every template's tiling (importing the lowering modules registers them)."""
+    _load_lowerings()
+    return TILINGS
+
+
 def _content_key(k: Kernel) -> str:
     payload = {"source": k.source, "arg_types": k.arg_types, "gpu": k.gpu.to_json(),
-               "interpreter": k.interpreter.to_json()}
+               "interpreter": k.interpreter.to_json(),
+               "targets": {t: c.to_json() for t, c in k.targets.items()}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def lower_module(module: Module, plan: BufferPlan) -> tuple[dict[str, Kernel], list[tuple[Instruction, str]]]:
+def kernel_signature(draft: Kernel) -> str:
+    """The tuning database's key of a kernel lowered with the PLACEHOLDER name: its code and problem
+    (the template, the source, the argument types), never its launch configs."""
+    payload = {"template": draft.template, "source": draft.source, "arg_types": draft.arg_types}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
+                 tuning: TuningDb | None = None) -> tuple[dict[str, Kernel], list[tuple[Instruction, str]]]:
+    """Kernels by name and the launches of the schedule; each kernel configured for every GPU target
+    (its heuristic, or the tuning database's entry)."""
     _load_lowerings()
     kernels: dict[str, Kernel] = {}
     by_key: dict[str, str] = {}
@@ -58,12 +85,16 @@ def lower_module(module: Module, plan: BufferPlan) -> tuple[dict[str, Kernel], l
             draft = lower(inst, PLACEHOLDER)
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise InternalError(f"lowering %{inst.name} ({inst.opcode}) failed: {type(e).__name__}: {e}") from e
+        draft.signature = kernel_signature(draft)
+        configure_targets(draft, targets, tuning)
         key = _content_key(draft)
         name = by_key.get(key)
         if name is None:
             stem = sanitize_identifier(lowering_key(inst).replace("fusion:", "fused_"))
             name = f"{stem}_{key[:10]}"
-            kernels[name] = lower(inst, name)
+            kernel = lower(inst, name)
+            kernel.signature, kernel.targets, kernel.tuned = draft.signature, draft.targets, draft.tuned
+            kernels[name] = kernel
             by_key[key] = name
         launches.append((inst, name))
     return kernels, launches

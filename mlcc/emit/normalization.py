@@ -15,7 +15,9 @@ from typing import Callable
 
 from mlcc.emit.coords import Axis, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
 from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
+from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
 
 
@@ -27,7 +29,9 @@ def _compute_type(dtype: str) -> str:
     return tl_type(_compute_dtype(dtype))
 
 
-def _row_launch(num_rows: int, row_size: int, interpreter: bool) -> LaunchConfig:
+def _row_launch(num_rows: int, row_size: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+    """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
+    warps: 64-lane wavefronts on AMD, so half as many there)."""
     if interpreter:
         block_c = clamp_pow2(row_size, 1, 16384)
         block_rows = clamp_pow2(num_rows, 1, max(1, 65536 // block_c))
@@ -36,9 +40,17 @@ def _row_launch(num_rows: int, row_size: int, interpreter: bool) -> LaunchConfig
         block_c = clamp_pow2(row_size, 1, 4096)
         block_rows = clamp_pow2(num_rows, 1, max(1, 2048 // block_c))
         tile = block_rows * block_c
-        warps = 2 if tile <= 256 else (4 if tile <= 2048 else 8)
+        threads = 64 if tile <= 256 else (128 if tile <= 2048 else 256)
+        warps = max(1, threads // spec.warp_size)
     return LaunchConfig({"BLOCK_ROWS": block_rows, "BLOCK_C": block_c},
                         (max(1, cdiv(num_rows, block_rows)), 1, 1), num_warps=warps, num_stages=1)
+
+
+def _row_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+    return _row_launch(problem["rows"], problem["row_size"], False, spec)
+
+
+register_tiling(Tiling(heuristic=_row_heuristic), "row_norm.py.jinja")
 
 
 def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[int], epsilon: float,
@@ -71,7 +83,8 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
                     compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide, **sections)
     return Kernel(kernel_name, "row_norm.py.jinja", source, pointers,
                   gpu=_row_launch(num_rows, row_size, interpreter=False),
-                  interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops)
+                  interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops,
+                  extra={"problem": {"rows": num_rows, "row_size": row_size}})
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],

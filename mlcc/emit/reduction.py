@@ -16,8 +16,10 @@ from __future__ import annotations
 from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, lowest,
                               merge_axes, numel, static_dims, strides)
 from mlcc.emit.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
+from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
 from mlcc.emit.normalization import ROW_KERNELS
+from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS
 
@@ -50,11 +52,24 @@ def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]
     return block_o, block_r
 
 
-def _row_launch(num_out: int, num_red: int, interpreter: bool) -> LaunchConfig:
+def _row_launch(num_out: int, num_red: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+    """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
+    warps: 64-lane wavefronts on AMD, so half as many there)."""
     block_o, block_r = _row_tiles(num_out, num_red, interpreter)
-    warps = 8 if block_o * block_r >= 4096 else 4
+    threads = 256 if block_o * block_r >= 4096 else 128
     return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (max(1, cdiv(num_out, block_o)), 1, 1),
-                        num_warps=warps, num_stages=1)
+                        num_warps=threads // spec.warp_size, num_stages=1)
+
+
+def _row_problem(num_out: int, num_red: int) -> dict:
+    return {"rows": num_out, "row_size": num_red}
+
+
+def _row_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+    return _row_launch(problem["rows"], problem["row_size"], False, spec)
+
+
+register_tiling(Tiling(heuristic=_row_heuristic), "reduce.py.jinja", "argreduce.py.jinja", "scan.py.jinja")
 
 
 @lowering("reduce")
@@ -96,7 +111,8 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
                     epilogue=fused_epilogue)
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
                   gpu=_row_launch(num_out, num_red, interpreter=False),
-                  interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops)
+                  interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops,
+                  extra={"problem": _row_problem(num_out, num_red)})
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
@@ -145,7 +161,7 @@ def lower_argreduce(inst: Instruction, kernel_name: str) -> Kernel:
     return Kernel(kernel_name, "argreduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
                   gpu=_row_launch(num_out, dims[axis], interpreter=False),
                   interpreter=_row_launch(num_out, dims[axis], interpreter=True),
-                  flops=num_out * dims[axis])
+                  flops=num_out * dims[axis], extra={"problem": _row_problem(num_out, dims[axis])})
 
 
 @lowering("cumsum")
@@ -165,4 +181,4 @@ def lower_cumsum(inst: Instruction, kernel_name: str) -> Kernel:
     return Kernel(kernel_name, "scan.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
                   gpu=_row_launch(num_lines, dims[axis], interpreter=False),
                   interpreter=_row_launch(num_lines, dims[axis], interpreter=True),
-                  flops=x.numel())
+                  flops=x.numel(), extra={"problem": _row_problem(num_lines, dims[axis])})

@@ -2,9 +2,11 @@
 
 CPU: the bundle's Triton kernels run under Triton's interpreter, with the
 interpreter launch configs the compiler chose (big tiles, few programs).
-CUDA: the bundle's binaries for the device's architecture are launched directly;
-a device whose architecture is not among the bundle's targets gets the bundled
-sources compiled by Triton on first use.
+CUDA: the bundle's binaries for the device's architecture are launched directly,
+each with its own launch config and grid (a target's tiles may differ from the
+default "gpu" config the schedule's grid is for); a device whose architecture is
+not among the bundle's targets gets the bundled sources compiled by Triton on
+first use, with the default config.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from mlcc.runtime.physical import from_physical, to_physical
 
-SUPPORTED_SCHEMA = 1
+SUPPORTED_SCHEMAS = (1, 2)   # 2: a binary may need the grid of its own config (mlcc/emit/bundle.py)
 
 
 class BundleError(Exception):
@@ -73,9 +75,9 @@ class Executable:
             raise BundleError(f"{self.path}: no manifest.json (not an mlcc bundle)") from None
         except ValueError as e:
             raise BundleError(f"{self.path}/manifest.json: not valid JSON ({e})") from None
-        if self.manifest.get("schema_version") != SUPPORTED_SCHEMA:
+        if self.manifest.get("schema_version") not in SUPPORTED_SCHEMAS:
             raise BundleError(f"{self.path}: bundle schema {self.manifest.get('schema_version')} is not supported "
-                              f"(this runtime reads {SUPPORTED_SCHEMA})")
+                              f"(this runtime reads {', '.join(map(str, SUPPORTED_SCHEMAS))})")
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             raise BundleError(f"unknown device '{device}' (cpu or cuda)")
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -124,6 +126,11 @@ class Executable:
         self._fns[name] = fn
         return fn
 
+    def _grid(self, kernel: dict, launch: dict) -> tuple:
+        """The grid of the binary this device runs: its own config's where it has one, else the schedule's."""
+        config = kernel["binaries"].get(self._arch, {}).get("config")
+        return tuple(config["grid"] if config else launch["grid"])
+
     # ---- running
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         spec = {i["name"]: i for i in self.manifest["inputs"]}
@@ -163,7 +170,7 @@ class Executable:
                 cfg = k["interpreter"]
                 fn[tuple(cfg["grid"])](*args, **cfg["constexprs"])
             else:
-                fn(tuple(launch["grid"]), args, k)
+                fn(self._grid(k, launch), args, k)
         if not cpu:
             torch.cuda.synchronize(self.device)
         result = {}

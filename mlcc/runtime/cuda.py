@@ -1,7 +1,9 @@
 """Launch a bundle's kernels on a CUDA (or ROCm) device.
 
 load_binary rebuilds Triton's CompiledKernel from the bundle's binary and
-metadata: nothing is recompiled. load_source compiles the bundled source with
+metadata, with the constexprs of the binary's own launch config (older bundles:
+the kernel's "gpu" config): nothing is recompiled. The caller launches it with
+that config's grid. load_source compiles the bundled source with
 Triton for a device whose architecture the bundle was not built for.
 """
 
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def _import_jit(source: Path, name: str) -> Any:
+def import_jit(source: Path, name: str) -> Any:
+    """The @triton.jit function `name` of a kernel source file."""
     mod_name = f"mlcc_cuda_kernel_{abs(hash(str(source.resolve())))}_{name}"
     spec = importlib.util.spec_from_file_location(mod_name, source)
     if spec is None or spec.loader is None:
@@ -29,8 +32,8 @@ def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
     from triton.compiler.compiler import CompiledKernel
 
     entry = kernel["binaries"][arch]
-    jit_fn = _import_jit(bundle / kernel["source"], kernel["name"])
-    constexprs = kernel["gpu"]["constexprs"]
+    jit_fn = import_jit(bundle / kernel["source"], kernel["name"])
+    constexprs = entry.get("config", kernel["gpu"])["constexprs"]   # what this binary was compiled with
     runtime = [a for a in jit_fn.arg_names if a not in constexprs]
     signature = dict(zip(runtime, kernel["arg_types"]))
     signature.update({c: "constexpr" for c in constexprs})
@@ -48,7 +51,7 @@ def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
 
 
 def load_source(source: Path, name: str) -> Callable:
-    jit_fn = _import_jit(source, name)
+    jit_fn = import_jit(source, name)
 
     def run(grid: tuple, args: list, kernel: dict) -> None:
         cfg = kernel["gpu"]

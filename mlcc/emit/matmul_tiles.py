@@ -1,0 +1,214 @@
+"""Tiles, warps and stages of the matmul and conv kernels (templates matmul and conv), per target.
+
+Both kernels are one tiled [M, K] x [K, N] product, a program per BLOCK_M x BLOCK_N output tile
+(grid axis 0, visited GROUP_M rows of tiles at a time) and per batch element or group (axis 1), so
+one function turns tiles into a launch config (matmul_config) for the heuristics, for tuning
+entries and for `mlcc tune`'s candidates alike. The heuristic for a GPU target takes the largest
+tiles its spec allows for the dtype (tensor-core tiles for f16/bf16, smaller ones for f32/f64 on FMA
+units), shrinks them until the programs fill the SMs, and pipelines the K loop as deep as the
+target's shared memory allows. The interpreter gets few big programs instead.
+"""
+
+from __future__ import annotations
+
+import math
+
+from mlcc.emit.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most
+from mlcc.emit.gpu_specs import GENERIC, GpuSpec
+from mlcc.emit.kernel import LaunchConfig, cdiv, next_pow2
+from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
+from mlcc.errors import UnsupportedError
+from mlcc.hlo.ir import DTYPE_BYTES
+
+DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take the multiply-and-sum path
+HALF = ("f16", "bf16")
+GROUP_M = 8
+MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
+
+
+def uses_tl_dot(dtype: str) -> bool:
+    return dtype in DOT_DTYPES
+
+
+def matmul_problem(m: int, n: int, k: int, batch: int, dtype: str, whole_rows: bool = False) -> dict:
+    """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"])."""
+    return {"m": m, "n": n, "k": k, "batch": batch, "dtype": dtype, "whole_rows": whole_rows}
+
+
+def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool,
+                  whole_rows: bool = False, spec: GpuSpec = GENERIC) -> LaunchConfig:
+    """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
+    tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
+    On a GPU the tiles follow spec (GENERIC: what every GPU can run)."""
+    if batch > MAX_GRID_Y:
+        raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
+    if whole_rows and not uses_tl_dot(dtype):
+        raise UnsupportedError(f"a row norm after a {dtype} dot")
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows)
+    if interpreter:
+        tiles, warps, stages = _interpreter_tiles(problem)
+    else:
+        tiles, warps, stages = _gpu_tiles(problem, spec)
+    return matmul_config(problem, tiles, warps, stages, interpreter)
+
+
+def matmul_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stages: int,
+                  interpreter: bool = False) -> LaunchConfig:
+    """The launch config of given tiles (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M): the grid has a program per
+    output tile (axis 0) and per batch element or group (axis 1)."""
+    bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
+    constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": tiles["BLOCK_K"], "GROUP_M": tiles["GROUP_M"]}
+    if problem["dtype"] == "bf16":
+        constexprs["DOT_F32"] = int(interpreter)
+    programs = cdiv(max(problem["m"], 1), bm) * cdiv(max(problem["n"], 1), bn)
+    return LaunchConfig(constexprs, (programs, max(problem["batch"], 1), 1), num_warps=num_warps,
+                        num_stages=num_stages)
+
+
+def _interpreter_tiles(p: dict) -> tuple[dict[str, int], int, int]:
+    """Few big programs: numpy matmuls are fast, each program costs ~ms of Python."""
+    m, n, k = p["m"], p["n"], p["k"]
+    if p["whole_rows"]:
+        bn = max(MIN_DOT_TILE, next_pow2(n))
+        bk = clamp_pow2(k, 16, 256)
+        bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
+    elif uses_tl_dot(p["dtype"]):
+        bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, 16, 256)
+        bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
+    else:
+        bm, bn, bk = _product_tiles(m, n, k, 64, 1 << 18)
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
+    warps = 8 if bm * bn >= 128 * 128 else 4
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, 3
+
+
+def _product_tiles(m: int, n: int, k: int, cap_mn: int, budget: int) -> tuple[int, int, int]:
+    """Integers multiply without tl.dot: a [BLOCK_M, BLOCK_K, BLOCK_N] product lives in registers."""
+    bm, bn = clamp_pow2(m, 1, cap_mn), clamp_pow2(n, 1, cap_mn)
+    bk = clamp_pow2(k, 1, largest_pow2_at_most(max(1, budget // (bm * bn))))
+    return bm, bn, bk
+
+
+def _gpu_tiles(p: dict, spec: GpuSpec) -> tuple[dict[str, int], int, int]:
+    """The heuristic: the largest tiles spec allows for the dtype (smaller where the problem is), shrunk
+    until the programs fill the device's SMs, 8 warps for big tiles, spec's pipeline depth; then fewer
+    stages (then shorter K and M tiles) until the tiles fit the shared memory."""
+    m, n, k, dtype = p["m"], p["n"], p["k"], p["dtype"]
+    if not uses_tl_dot(dtype):
+        bm, bn, bk = _product_tiles(m, n, k, 32, 8192)
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
+    half = dtype in HALF
+    if p["whole_rows"]:
+        bn = max(MIN_DOT_TILE, next_pow2(n))
+        bk = clamp_pow2(k, 16, 64 if half else 32)
+        bm = clamp_pow2(m, 16, max(MIN_DOT_TILE, (128 * 128 if half else 64 * 64) // bn))
+    else:
+        cap_m, cap_n, cap_k = spec.half_tile if half else spec.float_tile
+        bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, 16, cap_k)
+        bm, bn = _fill_device(m, n, p["batch"], bm, bn, spec)
+    stages = spec.matmul_stages
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and stages > 1:
+        stages -= 1
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and bk > MIN_DOT_TILE:
+        bk //= 2
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and bm > MIN_DOT_TILE:
+        bm //= 2
+    warps = 8 if bm * bn >= spec.eight_warps_area else 4
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, stages
+
+
+def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, spec: GpuSpec) -> tuple[int, int]:
+    """Halve the larger tile dim (down to 64) while there are fewer programs than SMs: a small product in
+    big tiles leaves most of the GPU idle."""
+    while spec.sms and cdiv(m, bm) * cdiv(n, bn) * max(batch, 1) < spec.sms and max(bm, bn) > 64:
+        if bn >= bm:
+            bn //= 2
+        else:
+            bm //= 2
+    return bm, bn
+
+
+def matmul_shared_bytes(problem: dict, bm: int, bn: int, bk: int, stages: int) -> int:
+    """Shared memory of a pipelined K loop: each stage buffers an lhs [BLOCK_M, BLOCK_K] and an rhs
+    [BLOCK_K, BLOCK_N] tile (the estimate Inductor prunes its matmul configs with)."""
+    return max(stages, 1) * (bm * bk + bk * bn) * DTYPE_BYTES[problem["dtype"]]
+
+
+def _matmul_resources(problem: dict, config: LaunchConfig, warp_size: int) -> Resources:
+    """Registers: the accumulator tile and one K step of each operand, spread over the threads."""
+    c = config.constexprs
+    bm, bn, bk = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+    words = DTYPE_BYTES[problem["dtype"]] / 4
+    acc_words = 2 if problem["dtype"] == "f64" else 1   # f32 accumulators but for f64
+    threads = config.num_warps * warp_size
+    registers = (bm * bn * acc_words + (bm * bk + bk * bn) * words) / threads
+    return Resources(matmul_shared_bytes(problem, bm, bn, bk, config.num_stages), math.ceil(registers))
+
+
+# Tile shapes `mlcc tune` tries, (BLOCK_M, BLOCK_N, BLOCK_K): tensor-core tiles for f16/bf16, smaller
+# ones for f32/f64 on FMA units; each is shrunk to the problem and filtered by the target's limits.
+_HALF_CANDIDATES = ((32, 64, 64), (64, 32, 64), (64, 64, 32), (64, 64, 64), (64, 128, 32), (128, 64, 32),
+                    (128, 128, 32), (128, 128, 64), (64, 256, 32), (128, 256, 64), (256, 128, 64))
+_FLOAT_CANDIDATES = ((16, 64, 32), (32, 32, 32), (32, 64, 32), (64, 32, 32), (64, 64, 16), (64, 64, 32),
+                     (64, 128, 16), (128, 64, 16), (128, 128, 16))
+
+
+def _stage_choices(spec: GpuSpec, small_tile: bool) -> list[int]:
+    """AMD's pipeliner: off or double-buffered. NVIDIA: around spec's depth, one deeper for small tiles."""
+    if spec.vendor == "amd":
+        return [1, 2]
+    deeper = [spec.matmul_stages + 1] if small_tile else []
+    return [spec.matmul_stages - 1, spec.matmul_stages] + deeper
+
+
+def _warp_choices(bm: int, bn: int, spec: GpuSpec) -> list[int]:
+    """4 warps for small tiles (2 too for tiny ones), 8 for big ones, both in between."""
+    area = bm * bn
+    if area * 2 <= spec.eight_warps_area:
+        return [4] if area > 32 * 32 else [2, 4]
+    return [8] if area >= 2 * spec.eight_warps_area else [4, 8]
+
+
+def matmul_candidates(problem: dict, spec: GpuSpec) -> list[LaunchConfig]:
+    """The configs `mlcc tune` times: each candidate tile shrunk to the problem, with the warps that suit its
+    size and the stages that suit the target (tiling.tuning_candidates drops those that do not fit)."""
+    m, n, k, dtype = problem["m"], problem["n"], problem["k"], problem["dtype"]
+    if problem["whole_rows"]:   # one tile spans the columns: only its height, K tile, warps and stages vary
+        bn = max(MIN_DOT_TILE, next_pow2(n))
+        shapes = [(bm, bn, bk) for bm in (16, 32, 64, 128) for bk in (16, 32, 64)]
+    else:
+        shapes = list(_HALF_CANDIDATES if dtype in HALF else _FLOAT_CANDIDATES)
+    configs = []
+    for bm, bn, bk in shapes:
+        bm, bk = clamp_pow2(m, 16, bm), clamp_pow2(k, 16, bk)
+        if not problem["whole_rows"]:
+            bn = clamp_pow2(n, 16, bn)
+        tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
+        for warps in _warp_choices(bm, bn, spec):
+            for stages in _stage_choices(spec, bm * bn <= 64 * 64):
+                config = matmul_config(problem, tiles, warps, stages)
+                if config not in configs:
+                    configs.append(config)
+    return configs
+
+
+def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        if not is_pow2(tiles[name]) or tiles[name] < MIN_DOT_TILE:
+            return f"{name} must be a power of two >= {MIN_DOT_TILE} (tl.dot), not {tiles[name]}"
+    if tiles["GROUP_M"] < 1:
+        return f"GROUP_M must be at least 1, not {tiles['GROUP_M']}"
+    if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:
+        return f"BLOCK_N must span all {problem['n']} columns (the epilogue normalizes rows), not {tiles['BLOCK_N']}"
+    return None
+
+
+def matmul_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+    return matmul_config(problem, *_gpu_tiles(problem, spec))
+
+
+register_tiling(Tiling(heuristic=matmul_heuristic, tunable=("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"),
+                       fixed=("DOT_F32",), config=matmul_config,
+                       resources=_matmul_resources, candidates=matmul_candidates, check=_matmul_check,
+                       tunes=lambda problem: uses_tl_dot(problem["dtype"])),
+                "matmul.py.jinja", "conv.py.jinja")

@@ -1,0 +1,348 @@
+"""Per-target launch configs in the bundle, the tuning database, and `mlcc tune`.
+
+One small model (mlp.onnx, three matmul kernels) compiled for sm_80, sm_90 and gfx942: Triton compiles
+all three without a GPU. References are independent of mlcc's own choices: Triton's metadata of each
+binary, grids computed here from the output shapes, onnxruntime's outputs, the vendors' shared-memory
+sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+import mlcc
+from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
+from mlcc.verify import onnxruntime_outputs, random_inputs
+from mlcc_test_paths import ROOT
+
+TARGETS = ["sm_80", "sm_90", "gfx942"]
+SHARED_LIMIT = {"sm_80": 164 * 1024, "sm_90": 228 * 1024, "gfx942": 64 * 1024}
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "mlcc.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def tree_hashes(d) -> dict[str, str]:
+    return {p.relative_to(d).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, shared_models):
+    path = tmp_path_factory.mktemp("model") / "mlp.onnx"
+    shutil.copy(shared_models / "mlp.onnx", path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_bundle(tmp_path_factory, model):
+    """The model compiled without a tuning database."""
+    out = tmp_path_factory.mktemp("first") / "b"
+    mlcc.compile(model, out, targets=TARGETS, quiet=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def first(first_bundle):
+    """The first compile's manifest, whose kernels name their signatures."""
+    return json.loads((first_bundle / "manifest.json").read_text())
+
+
+def by_signature(manifest: dict) -> dict[str, dict]:
+    return {k["signature"]: k for k in manifest["kernels"]}
+
+
+def output_dims(manifest: dict, kernel: dict) -> tuple[int, int]:
+    """The kernel's [m, n] product from its output buffer's shape (rows, then columns)."""
+    step = next(s for s in manifest["schedule"] if s["kernel"] == kernel["name"])
+    shape = manifest["buffers"][step["args"][-1]]["shape"]
+    return math.prod(shape[:-1]), shape[-1]
+
+
+def write_db(path, entries: dict[str, dict[str, dict]], template: str = "matmul.py.jinja"):
+    data = {"version": 1, "kernels": {sig: {"template": template, "ops": [], "targets": targets}
+                                      for sig, targets in entries.items()}}
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def different_tiles(config: dict) -> dict:
+    """A config unlike `config` in every field (tiles the mlp's problems can take)."""
+    c = config["constexprs"]
+    return {"constexprs": {"BLOCK_M": 32 if c["BLOCK_M"] != 32 else 16, "BLOCK_N": 16 if c["BLOCK_N"] != 16 else 32,
+                           "BLOCK_K": 16 if c["BLOCK_K"] != 16 else 32, "GROUP_M": 4 if c["GROUP_M"] != 4 else 2},
+            "num_warps": 2 if config["num_warps"] != 2 else 4, "num_stages": 2 if config["num_stages"] != 2 else 3}
+
+
+def assert_matches_onnxruntime(bundle, model):
+    exe = mlcc.load(bundle, device="cpu")
+    feeds = random_inputs(exe.manifest["inputs"], seed=3)
+    got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-3, atol=1e-5)
+
+
+def test_each_binary_is_compiled_with_its_targets_own_config(first_bundle, first):
+    bundle, m = first_bundle, first
+    for k in m["kernels"]:
+        assert k["template"] == "matmul.py.jinja" and sorted(k["binaries"]) == sorted(TARGETS)
+        for target, b in k["binaries"].items():
+            meta = json.loads((bundle / b["metadata"]).read_text())   # Triton's own record of the binary
+            assert (meta["num_warps"], meta["num_stages"]) == (b["config"]["num_warps"], b["config"]["num_stages"])
+            assert meta["shared"] <= SHARED_LIMIT[target]
+            c = b["config"]["constexprs"]
+            estimate = b["config"]["num_stages"] * (c["BLOCK_M"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_N"]) * 4
+            assert meta["shared"] <= estimate   # the estimate the tiling keeps under the limit bounds Triton's
+            mm, nn = output_dims(m, k)
+            assert b["config"]["grid"] == [math.ceil(mm / c["BLOCK_M"]) * math.ceil(nn / c["BLOCK_N"]), 1, 1]
+        stages = {t: b["config"]["num_stages"] for t, b in k["binaries"].items()}
+        assert stages["sm_90"] > stages["sm_80"] > stages["gfx942"]   # deeper on H100, shallower on MI300
+    assert m["schema_version"] == 1   # only stages differ: every binary launches with the schedule's grid
+
+
+def test_a_tuning_entry_changes_exactly_that_kernel_on_that_target(first, model, tmp_path):
+    tuned = first["kernels"][0]
+    entry = different_tiles(tuned["binaries"]["sm_90"]["config"])
+    db = write_db(tmp_path / "tuning.yaml", {tuned["signature"]: {"sm_90": entry}})
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    before, after = by_signature(first), by_signature(m)
+    assert sorted(before) == sorted(after)
+    for sig, k in after.items():
+        for target, b in k["binaries"].items():
+            if (sig, target) == (tuned["signature"], "sm_90"):
+                continue
+            assert b["config"] == before[sig]["binaries"][target]["config"] and b["config_from"] == "heuristic"
+    b = after[tuned["signature"]]["binaries"]["sm_90"]
+    c = entry["constexprs"]
+    mm, nn = output_dims(m, after[tuned["signature"]])
+    assert b["config_from"] == "tuning-db"
+    assert b["config"]["constexprs"] == c
+    assert (b["config"]["num_warps"], b["config"]["num_stages"]) == (entry["num_warps"], entry["num_stages"])
+    assert b["config"]["grid"] == [math.ceil(mm / c["BLOCK_M"]) * math.ceil(nn / c["BLOCK_N"]), 1, 1]
+    meta = json.loads((bundle / b["metadata"]).read_text())
+    assert (meta["num_warps"], meta["num_stages"]) == (entry["num_warps"], entry["num_stages"])
+    assert m["build"]["inputs"][-1]["file"] == "tuning.yaml"
+    if b["config"]["grid"] != after[tuned["signature"]]["gpu"]["grid"]:
+        assert m["schema_version"] == 2   # a version-1 reader would launch it with the schedule's grid
+    assert_matches_onnxruntime(bundle, model)   # the interpreter's config is its own: results unchanged
+
+
+def test_an_entry_for_another_kernel_is_a_miss_and_falls_back(first, model, tmp_path):
+    db = write_db(tmp_path / "tuning.yaml", {"0" * 64: {"sm_90": different_tiles(
+        first["kernels"][0]["binaries"]["sm_90"]["config"])}})
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert [k["binaries"] for k in m["kernels"]] == [k["binaries"] for k in first["kernels"]]
+
+
+def test_require_tuned_lists_every_untuned_kernel_and_target(first, model, tmp_path):
+    tuned = first["kernels"][0]
+    db = write_db(tmp_path / "tuning.yaml", {tuned["signature"]: {
+        "sm_90": different_tiles(tuned["binaries"]["sm_90"]["config"])}})
+    r = run_cli("compile", str(model), "-o", str(tmp_path / "b"), "--target", ",".join(TARGETS),
+                "--tuning-db", str(db), "--require-tuned")
+    assert r.returncode == 69, r.stderr
+    assert r.stderr.count("\n") == 1 and "--require-tuned" in r.stderr
+    misses = {(k["signature"], t) for k in first["kernels"] for t in TARGETS} - {(tuned["signature"], "sm_90")}
+    for sig, target in misses:
+        assert f"on {target}, signature {sig}" in r.stderr
+    assert f"on sm_90, signature {tuned['signature']}" not in r.stderr
+    assert f"{len(misses)} kernel launch config(s)" in r.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_full_database_satisfies_require_tuned(first, model, tmp_path):
+    entries = {k["signature"]: {t: different_tiles(b["config"]) for t, b in k["binaries"].items()}
+               for k in first["kernels"]}
+    db = write_db(tmp_path / "tuning.yaml", entries)
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), require_tuned=True, quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert all(b["config_from"] == "tuning-db" for k in m["kernels"] for b in k["binaries"].values())
+    assert m["build"]["options"]["require_tuned"] is True
+
+
+BAD_ENTRIES = {
+    "not a power of two": ({"BLOCK_M": 48}, "power of two"),
+    "unknown constexpr": ({"BLOCK_Q": 32}, "unknown constexpr 'BLOCK_Q'"),
+    "a string": ({"BLOCK_K": "32"}, "must be an integer"),
+    "a float": ({"BLOCK_K": 32.0}, "must be an integer"),
+    "a boolean": ({"GROUP_M": True}, "must be an integer"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ENTRIES))
+def test_a_malformed_entry_names_the_file_and_the_entry(first, model, tmp_path, case):
+    change, message = BAD_ENTRIES[case]
+    sig = first["kernels"][0]["signature"]
+    entry = {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8, **change},
+             "num_warps": 4, "num_stages": 2}
+    db = write_db(tmp_path / "tuning.yaml", {sig: {"sm_90": entry}})
+    with pytest.raises(InvalidInputError, match=message) as e:
+        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
+    assert e.value.exit_code == 65 and e.value.file == str(db)
+    assert f"kernels.{sig}.targets.sm_90" in str(e.value)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("kernels: [1, 2\n", "not valid YAML"),
+    ("- 1\n", "a mapping with keys"),
+    ("version: 2\nkernels: {}\n", "expected 1"),
+    ("version: 1\nkernels: {abc: {}}\n", "64 lowercase hex digits"),
+])
+def test_a_malformed_database_is_invalid_input(model, tmp_path, text, message):
+    db = tmp_path / "tuning.yaml"
+    db.write_text(text)
+    with pytest.raises(InvalidInputError, match=message) as e:
+        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
+    assert e.value.file == str(db)
+
+
+def test_a_missing_database_is_a_missing_input(model, tmp_path):
+    with pytest.raises(InputMissingError) as e:
+        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(tmp_path / "nope.yaml"), quiet=True)
+    assert e.value.exit_code == 66 and e.value.file == str(tmp_path / "nope.yaml")
+
+
+def test_an_entry_the_kernel_cannot_take_exits_65_on_the_command_line(first, model, tmp_path):
+    sig = first["kernels"][0]["signature"]
+    huge = {"constexprs": {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256, "GROUP_M": 8}, "num_warps": 8,
+            "num_stages": 8}   # 8 x 2 x 256 x 256 x 4 bytes: 4 MiB of shared memory
+    db = write_db(tmp_path / "tuning.yaml", {sig: {"gfx942": huge}})
+    r = run_cli("compile", str(model), "-o", str(tmp_path / "b"), "--target", "gfx942", "--tuning-db", str(db))
+    assert r.returncode == 65, r.stderr
+    assert r.stderr.count("\n") == 1
+    assert str(db) in r.stderr and f"kernels.{sig}.targets.gfx942" in r.stderr and "shared memory" in r.stderr
+
+
+def test_compiles_with_a_database_are_byte_identical_and_track_it(first, model, tmp_path):
+    tuned = first["kernels"][1]
+    db = write_db(tmp_path / "tuning.yaml", {tuned["signature"]: {
+        "sm_80": different_tiles(tuned["binaries"]["sm_80"]["config"])}})
+    (tmp_path / "mlcc.yaml").write_text(f"tuning-db: {db}\ntargets: {','.join(TARGETS)}\n")
+    outs = []
+    for name in ("one", "two"):
+        r = run_cli("compile", str(model), "-o", name, "--depfile", f"{name}.d", "-q", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        outs.append(tree_hashes(tmp_path / name))
+    assert outs[0] == outs[1]
+    depfile = (tmp_path / "one.d").read_text()
+    assert str(db) in depfile and "mlcc.yaml" in depfile
+    m = json.loads((tmp_path / "one" / "manifest.json").read_text())
+    assert {"file": "tuning.yaml", "sha256": hashlib.sha256(db.read_bytes()).hexdigest()} in m["build"]["inputs"]
+    assert by_signature(m)[tuned["signature"]]["binaries"]["sm_80"]["config_from"] == "tuning-db"
+    r = run_cli("compile", str(model), "-o", "one", cwd=tmp_path)
+    assert "up to date" in r.stdout
+    db.write_text(db.read_text() + "# retuned\n")
+    r = run_cli("compile", str(model), "-o", "one", cwd=tmp_path)
+    assert r.returncode == 0 and "up to date" not in r.stdout
+
+
+def test_tune_without_a_gpu_exits_69(model, tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    r = run_cli("tune", str(model), "--db", str(tmp_path / "tuning.yaml"))
+    assert r.returncode == 69
+    assert r.stderr.count("\n") == 1 and "CUDA device" in r.stderr
+    assert not (tmp_path / "tuning.yaml").exists()
+
+
+def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model, tmp_path, monkeypatch):
+    """Timing needs a GPU; the rest of `mlcc tune` does not: here every kernel's last candidate "wins"."""
+    import mlcc.tune as tune
+    from mlcc.emit.tiling import tuning_candidates
+    monkeypatch.setattr(tune, "device_target", lambda: "sm_90")
+    winners = {}
+
+    def fake_timings(kernel, inst, target, repeat):
+        candidates = tuning_candidates(kernel, target)
+        winners[kernel.signature] = candidates[-1]
+        return [(10.0, candidates[0]), (5.0, candidates[-1])]
+    monkeypatch.setattr(tune, "time_candidates", fake_timings)
+    other = {"0" * 64: {"sm_80": {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8},
+                                  "num_warps": 4, "num_stages": 2}}}
+    db = write_db(tmp_path / "tuning.yaml", other)
+    results = tune.tune_model(model, db, mlcc.CompileOptions(), repeat=3)
+    assert len(results) == len(winners) == 3 and all(r["best_us"] == 5.0 for r in results)
+    data = yaml.safe_load(db.read_text())
+    assert data["kernels"]["0" * 64]["targets"] == other["0" * 64]
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=["sm_90"], tuning_db=str(db), require_tuned=True, quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    for k in m["kernels"]:
+        assert k["binaries"]["sm_90"]["config"] == winners[k["signature"]].to_json()
+        assert data["kernels"][k["signature"]]["template"] == k["template"]
+        assert sorted(data["kernels"][k["signature"]]["ops"]) == k["ops"]
+    text = db.read_text()
+    tune.tune_model(model, db, mlcc.CompileOptions(), repeat=3)
+    assert db.read_text() == text   # the same winners write the same bytes
+    with pytest.raises(UnsupportedError, match="cannot tune for sm_80 on this sm_90"):
+        tune.tune_model(model, db, mlcc.CompileOptions(), target="sm_80")
+
+
+# ---- on a GPU
+
+
+def device_arch() -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+@pytest.mark.gpu
+def test_tune_merges_winners_that_compile_then_requires(model, tmp_path):
+    db = tmp_path / "tuning.yaml"
+    keep = {"0" * 64: {"sm_80": {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8},
+                                 "num_warps": 4, "num_stages": 2}}}
+    write_db(db, keep)
+    r = run_cli("tune", str(model), "--db", str(db), "--repeat", "5")
+    assert r.returncode == 0, r.stderr
+    data = yaml.safe_load(db.read_text())
+    assert "0" * 64 in data["kernels"]   # another kernel's entry stays
+    arch = device_arch()
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=[arch], tuning_db=str(db), require_tuned=True, quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    for k in m["kernels"]:
+        assert data["kernels"][k["signature"]]["targets"][arch]["num_warps"] == k["binaries"][arch]["num_warps"]
+    exe = mlcc.load(bundle, device="cuda")
+    feeds = random_inputs(exe.manifest["inputs"], seed=1)
+    got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_the_cuda_runtime_launches_a_tuned_binary_with_its_own_grid(first, model, tmp_path):
+    arch = device_arch()
+    entries = {}
+    for k in first["kernels"]:
+        entry = different_tiles(k["gpu"])
+        entry["constexprs"].update({"BLOCK_M": 16, "BLOCK_N": 16})   # more programs than the default grid has
+        entries[k["signature"]] = {arch: entry}
+    db = write_db(tmp_path / "tuning.yaml", entries)
+    bundle = tmp_path / "b"
+    mlcc.compile(model, bundle, targets=[arch], tuning_db=str(db), quiet=True)
+    m = json.loads((bundle / "manifest.json").read_text())
+    assert any(k["binaries"][arch]["config"]["grid"] != k["gpu"]["grid"] for k in m["kernels"])
+    exe = mlcc.load(bundle, device="cuda")
+    feeds = random_inputs(exe.manifest["inputs"], seed=2)
+    got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-3, atol=1e-5)
