@@ -190,8 +190,12 @@ def _print_pass_table(records: list[Any]) -> None:
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(dir_okay=False), help=".npz keyed by input name.")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help=".npz to write, keyed by output name.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--hbm-budget", "hbm_budget", default=None,
+              help="Cap the device memory the bundle holds (bytes, or a percentage of its footprint such as 50%): "
+                   "weights beyond it stay in host memory and stream in as intent.json plans.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable diagnostics.")
-def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, as_json: bool) -> None:
+def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, hbm_budget: str | None,
+            as_json: bool) -> None:
     """Run BUNDLE on the inputs in an .npz file and write the outputs to another."""
     import numpy as np
 
@@ -199,7 +203,7 @@ def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, as_js
     from mlcc.atomic import write_file_atomic
     from mlcc.verify import load_npz
     with _diagnostics(as_json):
-        exe = mlcc.load(bundle, device=device)
+        exe = mlcc.load(bundle, device=device, hbm_budget=hbm_budget)
         feeds = load_npz(inputs_path)
         outs = exe.run({n: feeds[n] for n in exe.input_names if n in feeds})
         buf = io.BytesIO()

@@ -65,7 +65,7 @@ def _to_numpy(t, numpy_dtype: np.dtype) -> np.ndarray:
 class Executable:
     """A loaded bundle. ``run({input name: array}) -> {output name: array}``."""
 
-    def __init__(self, path: str | Path, device: str = "cpu") -> None:
+    def __init__(self, path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> None:
         import torch
 
         self.path = Path(path)
@@ -85,16 +85,50 @@ class Executable:
         self.device = device
         m = self.manifest
         weights_path = self.path / m["weights"]["file"]
-        self._weights = _as_bytes_tensor(np.fromfile(weights_path, dtype=np.uint8), device)
         self._arena = torch.zeros(max(m["memory_plan"]["arena_bytes"], 1), dtype=torch.uint8, device=device)
         self._static: dict[str, Any] = {}
-        for w in m["weights"]["tensors"]:
-            self._static[w["name"]] = self._view(self._weights, w["offset"], w["bytes"], w["numpy_dtype"])
+        self.streamer = None
+        if hbm_budget is None:
+            self._weights = _as_bytes_tensor(np.fromfile(weights_path, dtype=np.uint8), device)
+            for w in m["weights"]["tensors"]:
+                self._static[w["name"]] = self._view(self._weights, w["offset"], w["bytes"], w["numpy_dtype"])
+        else:
+            self._load_streaming(weights_path, hbm_budget)
         for b in m["memory_plan"]["buffers"]:
             self._static[b["name"]] = self._view(self._arena, b["offset"], b["bytes"], b["numpy_dtype"])
         self._kernels = {k["name"]: k for k in m["kernels"]}
         self._fns: dict[str, Any] = {}
         self._arch = self._device_arch() if device.startswith("cuda") else None
+
+    def _load_streaming(self, weights_path: Path, hbm_budget: int | str) -> None:
+        """Resident weights packed on the device, the rest in (pinned) host memory, streamed per intent.json."""
+        import torch
+
+        from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming, parse_budget
+        m = self.manifest
+        try:
+            intent = json.loads((self.path / "intent.json").read_text())
+            plan = plan_streaming(m, intent, parse_budget(hbm_budget, m))
+        except FileNotFoundError:
+            raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
+        except StreamingError as e:
+            raise BundleError(f"{self.path}: {e}") from None
+        host = torch.from_numpy(np.fromfile(weights_path, dtype=np.uint8))
+        if self.device.startswith("cuda"):
+            host = host.pin_memory()
+        tensors = {w["name"]: w for w in m["weights"]["tensors"]}
+        resident = torch.empty(max(plan.resident_bytes, 1), dtype=torch.uint8, device=self.device)
+        offset = 0
+        for name in plan.resident:
+            w = tensors[name]
+            resident[offset:offset + w["bytes"]].copy_(host[w["offset"]:w["offset"] + w["bytes"]])
+            self._static[name] = self._view(resident, offset, w["bytes"], w["numpy_dtype"])
+            offset += -(-w["bytes"] // 256) * 256
+        self._weights = resident
+        host_views = {n: self._view(host, tensors[n]["offset"], tensors[n]["bytes"], tensors[n]["numpy_dtype"])
+                      for n in plan.streamed}
+        dtypes = {n: _torch_dtype(tensors[n]["numpy_dtype"]) for n in plan.streamed}
+        self.streamer = WeightStreamer(plan, host_views, self.device, dtypes)
 
     @staticmethod
     def _view(base, offset: int, nbytes: int, numpy_dtype: str):
@@ -162,15 +196,19 @@ class Executable:
             n = int(np.prod(s["shape"], dtype=np.int64))
             buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)
         cpu = self.device == "cpu"
-        for launch in self.manifest["schedule"]:
+        for step, launch in enumerate(self.manifest["schedule"]):
             k = self._kernels[launch["kernel"]]
             fn = self._function(launch["kernel"])
+            if self.streamer is not None:
+                self.streamer.before_step(step, buffers)
             args = [buffers[b] for b in launch["args"]]
             if cpu:
                 cfg = k["interpreter"]
                 fn[tuple(cfg["grid"])](*args, **cfg["constexprs"])
             else:
                 fn(self._grid(k, launch), args, k)
+            if self.streamer is not None:
+                self.streamer.after_step(step)
         if not cpu:
             torch.cuda.synchronize(self.device)
         result = {}
@@ -189,5 +227,7 @@ class Executable:
         return [o["name"] for o in self.manifest["outputs"]]
 
 
-def load(path: str | Path, device: str = "cpu") -> Executable:
-    return Executable(path, device)
+def load(path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> Executable:
+    """A loaded bundle. ``hbm_budget`` (bytes, or a percentage of the bundle's footprint such as "50%")
+    caps the device memory it holds: weights beyond it stream from host memory as intent.json plans."""
+    return Executable(path, device, hbm_budget)
