@@ -196,6 +196,17 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
         raise InvalidInputError("out of memory while compiling (model too large for this machine?)") from None
 
 
+def _require_static_inputs(module: Module, file: str | None) -> None:
+    """Kernels are generated for static sizes: an input with symbolic dims must be given them (--shape)."""
+    for inst in module.entry.instructions:
+        if inst.opcode == "parameter" and not inst.shape.is_static:
+            name = inst.attrs.get("name", inst.name)
+            symbols = [d for d in inst.shape.dims if isinstance(d, str)]
+            example = ",".join(f"{d}=N" for d in dict.fromkeys(symbols))
+            raise UnsupportedError(f"input '{name}' has symbolic dims {list(inst.shape.dims)}; kernels are generated "
+                                   f"for static sizes: give them with --shape {example}", file=file)
+
+
 def _checked_options(options: CompileOptions):
     """The targets, the device model and the pass pipeline the options name; UnsupportedError if one is unknown."""
     from mlcc.device_models import device_model
@@ -277,6 +288,7 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     report("import", 0, 1)
     module, model_info, deps = import_model(model, options)
     report("import", 1, 1)
+    _require_static_inputs(module, model_info.get("file"))
     records = _input_records(deps, options, model_info["sha256"])
     key = _build_key(records, options)
     if not options.force:

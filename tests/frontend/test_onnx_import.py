@@ -204,6 +204,31 @@ def test_symbolic_batch_through_shapes_override() -> None:
     np.testing.assert_allclose(evaluate(module, {"x": ref["x"][:3]})["y"], ref["out:y"][:3], rtol=1e-4, atol=1e-5)
 
 
+def test_shapes_by_dim_name_specialize_every_input_that_has_it() -> None:
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"])]
+    model = model_of(nodes, [vi("a", ["batch", 4]), vi("b", ["batch", 4])], [vi("y", ["batch", 4])])
+    module = import_onnx(model, shapes={"batch": [3]})
+    verify_module(module)
+    params = [i for i in module.entry.instructions if i.opcode == "parameter"]
+    assert [p.shape.dims for p in params] == [(3, 4), (3, 4)]
+    a, b = np.ones((3, 4), np.float32), np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(evaluate(module, {"a": a, "b": b})["y"], a + b)
+    with pytest.raises(InvalidModelError, match="a dim takes one size"):
+        import_onnx(model, shapes={"batch": [3, 4]})
+
+
+def test_compile_of_symbolic_dims_says_which_input_and_how_to_fix_it(tmp_path: Path) -> None:
+    import mlcc
+    from mlcc.errors import UnsupportedError
+    model = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 8])], [vi("y", ["batch", 8])])
+    with pytest.raises(UnsupportedError, match=r"input 'x' has symbolic dims .*--shape batch=N") as e:
+        mlcc.compile(model, tmp_path / "b", targets=[])
+    assert e.value.exit_code == 69
+    mlcc.compile(model, tmp_path / "b", targets=[], shapes={"batch": [2]})
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
+    np.testing.assert_array_equal(mlcc.load(tmp_path / "b").run({"x": x})["y"], np.maximum(x, 0))
+
+
 def test_shapes_override_must_name_an_input() -> None:
     with pytest.raises(InvalidModelError, match="'nope'"):
         import_onnx(_reshape_by_own_shape_model(), shapes={"nope": [1]})

@@ -167,10 +167,25 @@ def _set_input_dims(model: onnx.ModelProto, label: str | None, shapes: InputShap
     """Apply ``shapes`` to the graph inputs and name every unknown input dim, so shape inference sees them."""
     initializers = {t.name for t in model.graph.initializer}
     inputs = {i.name: i for i in model.graph.input}
-    for key in shapes:
-        if key not in inputs or key in initializers:
-            raise InvalidModelError(f"shapes names '{key}', which is not a graph input", file=label)
+    symbols = {d.dim_param for i in model.graph.input if i.type.HasField("tensor_type")
+               for d in i.type.tensor_type.shape.dim if d.HasField("dim_param")}
+    named_dims: dict[str, int] = {}  # --shape batch=1: a symbolic dim by its name, wherever it appears
+    for key in list(shapes):
+        if key in inputs and key not in initializers:
+            continue
+        if key in symbols and len(shapes[key]) == 1 and isinstance(shapes[key][0], (int, np.integer)) \
+                and not isinstance(shapes[key][0], bool) and shapes[key][0] >= 0:
+            named_dims[key] = int(shapes[key][0])
+            continue
+        if key in symbols:
+            raise InvalidModelError(f"shapes gives dim '{key}' {list(shapes[key])}: a dim takes one size", file=label)
+        raise InvalidModelError(f"shapes names '{key}', which is neither a graph input nor a symbolic dim of one",
+                                file=label)
+    shapes = {k: v for k, v in shapes.items() if k not in named_dims}
     bound = _bound_symbols(inputs, shapes, label)
+    for name, size in named_dims.items():
+        if bound.setdefault(name, size) != size:
+            raise InvalidModelError(f"shapes gives dim '{name}' two values, {bound[name]} and {size}", file=label)
     for inp in model.graph.input:
         if inp.name in initializers or not inp.type.HasField("tensor_type"):
             continue
