@@ -133,6 +133,8 @@ def main() -> None:
               help="Tuning database (YAML, from mlcc tune): measured launch configs by kernel signature and target.")
 @click.option("--require-tuned", is_flag=True, default=None,
               help="Fail (exit 69) if a tunable kernel has no tuning entry for a target; lists every one.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
@@ -141,7 +143,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                as_json: bool, quiet: bool, debug: bool) -> None:
+                report_path: Path | None, as_json: bool, quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
     import mlcc
     with _diagnostics(as_json, debug):
@@ -155,6 +157,9 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
         with _progress(not quiet and not as_json) as progress:
             result = mlcc.compile(model, out_dir, progress=progress, options=options)
         m = result.manifest
+        if report_path is not None:
+            from mlcc.report import write_report
+            write_report(out_dir, report_path, device_model=options.device_model)
         if as_json:
             click.echo(json.dumps({"ok": True, "up_to_date": result.up_to_date, "bundle": str(out_dir),
                                    "kernels": len(m["kernels"]), "launches": len(m["schedule"]),

@@ -165,6 +165,17 @@ def test_cli_report(bundle, tmp_path):
     assert r.exit_code == 73
 
 
+def test_compile_writes_the_report_too(bundle, tmp_path):
+    out, html = tmp_path / "b", tmp_path / "compile_report.html"
+    r = CliRunner().invoke(main, ["compile", str(EXAMPLES / "mlp.onnx"), "-o", str(out), "--target", "none",
+                                  "--report", str(html), "-q"])
+    assert r.exit_code == 0, r.output
+    separate = tmp_path / "separate.html"
+    assert CliRunner().invoke(main, ["report", str(out), "-o", str(separate)]).exit_code == 0
+    assert html.read_text() == separate.read_text()  # the same page mlcc report writes for the bundle
+    assert json.loads((out / "manifest.json").read_text())["kernels"][0]["name"] in html.read_text()
+
+
 # ---- the source graph ------------------------------------------------------
 
 FUSED_IR = """HloModule t, output_names={y,z}
