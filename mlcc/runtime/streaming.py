@@ -146,7 +146,7 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
         return (-horizon, cost, -weights[name]["bytes"], name)
 
     fixed = _fixed_bytes(manifest)
-    used = [w for w in sorted(weights, key=key) if uses[w]]
+    used = [w for w in sorted(weights, key=key) if uses[w] and weights[w]["bytes"] > 0]  # empty ones stay put
     streamed: list[str] = []
     resident = set(weights)
     best: StreamPlan | None = None
