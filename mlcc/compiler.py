@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
+from mlcc.hashing import file_sha256
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.version import __version__
 
@@ -64,14 +65,6 @@ class CompileResult:
     fusion_explanations: list[str] = field(default_factory=list)
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def tool_versions() -> dict[str, str]:
     import onnx
     import triton
@@ -110,17 +103,17 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
         from mlcc.frontend.stablehlo import import_stablehlo
         module = import_stablehlo(path)
         deps = [path]
-    info = {"file": path.name, "format": fmt, "sha256": _sha256_file(path)}
+    info = {"file": path.name, "format": fmt, "sha256": file_sha256(path)}
     return module, info, deps
 
 
 def _input_records(deps: list[Path], options: CompileOptions, model_sha256: str) -> list[dict[str, str]]:
     """What the bundle was built from: the model's files (or the in-memory model's hash), the options file and
     the tuning database."""
-    records = [{"file": p.name, "sha256": _sha256_file(p)} for p in deps] or [{"file": None, "sha256": model_sha256}]
+    records = [{"file": p.name, "sha256": file_sha256(p)} for p in deps] or [{"file": None, "sha256": model_sha256}]
     for extra in (options.config_file, options.tuning_db):
         if extra:
-            records.append({"file": Path(extra).name, "sha256": _sha256_file(Path(extra))})
+            records.append({"file": Path(extra).name, "sha256": file_sha256(Path(extra))})
     return records
 
 

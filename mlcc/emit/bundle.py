@@ -18,6 +18,7 @@ from mlcc.device_models import DeviceModel
 from mlcc.emit.compile import Binary, Target
 from mlcc.emit.intent import build_intent
 from mlcc.emit.kernel import Kernel
+from mlcc.hashing import file_sha256
 from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
@@ -224,19 +225,11 @@ def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
     return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION
 
 
-def _file_sha256(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.digest()
-
-
 def bundle_digest(out: Path) -> str:
     """sha256 over every file but manifest.json: relative path and content, in sorted order."""
     h = hashlib.sha256()
     for p in sorted(out.rglob("*")):
         rel = p.relative_to(out).as_posix()
         if p.is_file() and rel != "manifest.json":
-            h.update(rel.encode() + b"\0" + _file_sha256(p))
+            h.update(rel.encode() + b"\0" + bytes.fromhex(file_sha256(p)))
     return h.hexdigest()
