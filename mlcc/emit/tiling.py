@@ -26,7 +26,7 @@ from mlcc.emit.kernel import Kernel, LaunchConfig
 from mlcc.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from mlcc.tuning_db import TuningDb
+    from mlcc.tuning_db import TunedConfig, TuningDb
 
 
 class Resources(NamedTuple):
@@ -151,16 +151,16 @@ def configure_targets(kernel: Kernel, targets: Sequence[str], tuning: TuningDb |
         if entry is None:
             config = t.heuristic(kernel.extra["problem"], spec)
         else:
-            config = _entry_config(kernel, spec, tuning, target)
+            config = _entry_config(kernel, spec, tuning, target, entry)
             kernel.tuned.append(target)
         if config != kernel.gpu:
             kernel.targets[target] = config
 
 
-def _entry_config(kernel: Kernel, spec: GpuSpec, tuning: TuningDb, target: str) -> LaunchConfig:
+def _entry_config(kernel: Kernel, spec: GpuSpec, tuning: TuningDb, target: str,
+                  entry: TunedConfig) -> LaunchConfig:
     """The config of kernel's tuning entry for target; InvalidInputError (65) naming the file and the
     entry if the kernel cannot take it."""
-    entry = tuning.lookup(kernel.signature, target)
     template = tuning.kernels[kernel.signature].template
     try:
         if template != kernel.template:

@@ -104,7 +104,7 @@ class Executable:
         """Resident weights packed on the device, the rest in (pinned) host memory, streamed per intent.json."""
         import torch
 
-        from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming, parse_budget
+        from mlcc.runtime.streaming import StreamingError, WeightStreamer, align, parse_budget, plan_streaming
         m = self.manifest
         try:
             intent = json.loads((self.path / "intent.json").read_text())
@@ -123,12 +123,11 @@ class Executable:
             w = tensors[name]
             resident[offset:offset + w["bytes"]].copy_(host[w["offset"]:w["offset"] + w["bytes"]])
             self._static[name] = self._view(resident, offset, w["bytes"], w["numpy_dtype"])
-            offset += -(-w["bytes"] // 256) * 256
+            offset += align(w["bytes"])
         self._weights = resident
         host_views = {n: self._view(host, tensors[n]["offset"], tensors[n]["bytes"], tensors[n]["numpy_dtype"])
                       for n in plan.streamed}
-        dtypes = {n: _torch_dtype(tensors[n]["numpy_dtype"]) for n in plan.streamed}
-        self.streamer = WeightStreamer(plan, host_views, self.device, dtypes)
+        self.streamer = WeightStreamer(plan, host_views, self.device)
 
     @staticmethod
     def _view(base, offset: int, nbytes: int, numpy_dtype: str):

@@ -58,28 +58,28 @@ class StreamPlan:
                 "resident": len(self.resident), "streamed": len(self.streamed), "fetches": len(self.fetches)}
 
 
-def _align(n: int) -> int:
+def align(n: int) -> int:
+    """n rounded up to the alignment weights and staging slots keep on the device."""
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
 def footprint(manifest: dict[str, Any]) -> int:
     """Device bytes the bundle needs with every weight resident."""
-    weights = sum(_align(w["bytes"]) for w in manifest["weights"]["tensors"])
+    weights = sum(align(w["bytes"]) for w in manifest["weights"]["tensors"])
     return weights + _fixed_bytes(manifest)
 
 
 def _fixed_bytes(manifest: dict[str, Any]) -> int:
-    io = sum(_align(max(1, _nbytes(s))) for s in manifest["inputs"] + manifest["outputs"])
+    io = sum(align(max(1, _nbytes(s))) for s in manifest["inputs"] + manifest["outputs"])
     return manifest["memory_plan"]["arena_bytes"] + io
 
 
 def _nbytes(spec: dict[str, Any]) -> int:
-    import numpy as np
+    from mlcc.runtime.bundle import _numpy_dtype
     n = 1
     for d in spec["shape"]:
         n *= int(d)
-    name = spec["numpy_dtype"]
-    return n * (2 if name == "bfloat16" else np.dtype(name).itemsize)
+    return n * _numpy_dtype(spec["numpy_dtype"]).itemsize
 
 
 def parse_budget(spec: int | str, manifest: dict[str, Any]) -> int:
@@ -100,8 +100,8 @@ def _pack(fetches: list[tuple[str, int, int, int]]) -> tuple[list[Fetch], int]:
     no fetch with an overlapping step interval occupies. Returns the fetches and the pool's size."""
     placed: list[Fetch] = []
     for weight, start, use, nbytes in sorted(fetches, key=lambda f: (-f[3], f[1], f[2], f[0])):
-        size = _align(nbytes)
-        busy = sorted((p.offset, p.offset + _align(p.nbytes)) for p in placed
+        size = align(nbytes)
+        busy = sorted((p.offset, p.offset + align(p.nbytes)) for p in placed
                       if p.start <= use and start <= p.use)
         offset = 0
         for lo, hi in busy:
@@ -109,7 +109,7 @@ def _pack(fetches: list[tuple[str, int, int, int]]) -> tuple[list[Fetch], int]:
                 break
             offset = max(offset, hi)
         placed.append(Fetch(weight, start, use, offset, nbytes))
-    pool = max((p.offset + _align(p.nbytes) for p in placed), default=0)
+    pool = max((p.offset + align(p.nbytes) for p in placed), default=0)
     return sorted(placed, key=lambda f: (f.start, f.use, f.weight)), pool
 
 
@@ -133,10 +133,7 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
         # The plan's start for this use; one that wraps into the previous inference starts at step 0, the
         # earliest this inference can; a use the plan leaves out (too close to the previous use) is fetched
         # on demand, at its own step.
-        planned = [s for (w, u), s in start_of.items() if w == name and u == use]
-        if not planned:
-            return use
-        s = planned[0]
+        s = start_of.get((name, use), use)
         return s if s <= use else 0
 
     def key(name: str) -> tuple:  # stream first: the longest reuse horizon, then the cheapest to reload per byte
@@ -147,32 +144,26 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
 
     fixed = _fixed_bytes(manifest)
     used = [w for w in sorted(weights, key=key) if uses[w] and weights[w]["bytes"] > 0]  # empty ones stay put
-    streamed: list[str] = []
-    resident = set(weights)
     best: StreamPlan | None = None
     for count in range(len(used) + 1):  # stream one more weight until the plan fits
-        if count:
-            streamed.append(used[count - 1])
-            resident.discard(used[count - 1])
-        resident_bytes = sum(_align(weights[w]["bytes"]) for w in resident)
-        if fixed + resident_bytes > budget:
-            continue
+        streamed = used[:count]
+        resident = sorted(set(weights) - set(streamed))
+        resident_bytes = sum(align(weights[w]["bytes"]) for w in resident)
+        if fixed + resident_bytes > budget and count < len(used):
+            continue  # cannot fit whatever the pool (the last count is planned anyway, for the error)
         # Copies started early hide behind compute but hold their slot longer: start as early as the plan
         # says if that fits, else no more than LOOKAHEAD steps ahead, down to fetching on demand.
         for lookahead in LOOKAHEADS:
             requests = [(w, max(fetch_start(w, u), u - lookahead), u, weights[w]["bytes"])
                         for w in streamed for u in uses[w]]
-            fetches, pool = _pack(requests)
-            plan = StreamPlan(budget, fixed, sorted(resident), sorted(streamed), fetches, pool, resident_bytes)
+            plan = StreamPlan(budget, fixed, resident, sorted(streamed), *_pack(requests), resident_bytes)
             if best is None or plan.device_bytes < best.device_bytes:
                 best = plan
             if plan.device_bytes <= budget:
                 break
-        if best is not None and best.device_bytes <= budget:
+        if best.device_bytes <= budget:
             break
-    if best is None:
-        best = StreamPlan(budget, fixed, [], sorted(used), *_pack([(w, u, u, weights[w]["bytes"]) for w in used
-                                                                   for u in uses[w]]), 0)
+    assert best is not None  # the last count is always planned
     if best.device_bytes > budget:
         raise StreamingError(f"a device memory budget of {budget} bytes is too small for this bundle: it needs at "
                              f"least {best.device_bytes} (arena, inputs and outputs {fixed}, weights streamed "
@@ -186,14 +177,14 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
 class WeightStreamer:
     """Executes a StreamPlan: host copies of the streamed weights, a device staging pool, and the copies."""
 
-    def __init__(self, plan: StreamPlan, host_views: dict[str, Any], device: str, dtype_of: dict[str, Any]) -> None:
+    def __init__(self, plan: StreamPlan, host_views: dict[str, Any], device: str) -> None:
         import torch
         self.plan = plan
         self.device = device
         self.cuda = device.startswith("cuda")
         self.host = host_views  # weight name -> host tensor (pinned on CUDA)
         self.pool = torch.empty(max(plan.pool_bytes, 1), dtype=torch.uint8, device=device)
-        self.slots = {(f.weight, f.use): self.pool[f.offset:f.offset + f.nbytes].view(dtype_of[f.weight])
+        self.slots = {(f.weight, f.use): self.pool[f.offset:f.offset + f.nbytes].view(self.host[f.weight].dtype)
                       for f in plan.fetches}
         if self.cuda:
             self.copy_stream = torch.cuda.Stream(device=device)

@@ -163,11 +163,8 @@ def _mappable_dtype(tensor: TensorProto) -> np.dtype | None:
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
     except (KeyError, ValueError, TypeError):
         return None
-    if dt.kind not in "biuf" or dt.itemsize == 0:
-        return None
-    if tensor.data_type in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE) or dt.kind in "biu":
-        return dt.newbyteorder("<")
-    return None
+    plain = dt.kind in "biu" or tensor.data_type in (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
+    return dt.newbyteorder("<") if plain else None
 
 
 def _external_data_info(tensor: TensorProto, label: str) -> dict[str, str]:
