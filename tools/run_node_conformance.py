@@ -70,29 +70,37 @@ def _normalize(value):
     return value
 
 
-def run_case(name: str) -> CaseResult:
-    """Prepare and run one case the way BackendTest's run_node does."""
+def check_case(case, reps: list | None = None) -> None:
+    """Prepare one node case with mlcc.backend and run every data set, compared with the case's own
+    tolerance the way BackendTest's run_node does (AssertionError on a mismatch). The prepared rep is
+    appended to ``reps`` when given (it says which inputs were baked in)."""
     from onnx.backend.test.runner import Runner
 
     import mlcc.backend
 
-    case = _CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rep = mlcc.backend.prepare(case.model, "CPU")
+        if reps is not None:
+            reps.append(rep)
+        for inputs, ref_outputs in case.data_sets:
+            outputs = rep.run([_normalize(x) for x in inputs])
+            Runner.assert_similar_outputs([_normalize(x) for x in ref_outputs], outputs,
+                                          rtol=case.rtol, atol=case.atol)
+
+
+def run_case(name: str) -> CaseResult:
+    """One case's verdict, its time and, on failure, the reason in one line."""
     start = time.perf_counter()
-    rep = None
+    reps: list = []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            rep = mlcc.backend.prepare(case.model, "CPU")
-            for inputs, ref_outputs in case.data_sets:
-                outputs = rep.run([_normalize(x) for x in inputs])
-                Runner.assert_similar_outputs([_normalize(x) for x in ref_outputs], outputs,
-                                              rtol=case.rtol, atol=case.atol)
+        check_case(_CASES[name], reps)
     except unittest.SkipTest as e:
         return CaseResult(name, "skip", time.perf_counter() - start, f"SkipTest: {e}")
     except Exception as e:  # noqa: BLE001 - every failure is reported, grouped
         return CaseResult(name, "fail", time.perf_counter() - start, one_line(e),
-                          list(rep.baked) if rep else [])
-    return CaseResult(name, "pass", time.perf_counter() - start, "", list(rep.baked))
+                          list(reps[0].baked) if reps else [])
+    return CaseResult(name, "pass", time.perf_counter() - start, "", list(reps[0].baked))
 
 
 def one_line(e: BaseException) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 import unittest
 import warnings
 from pathlib import Path
@@ -29,6 +30,9 @@ import pytest
 import yaml
 
 import mlcc.backend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from run_node_conformance import check_case  # noqa: E402  (BackendTest's run of one case, shared with the tool)
 
 EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.yaml")
 
@@ -180,10 +184,6 @@ def _subset_cases() -> dict:
         return {c.name: c for c in collect_testcases(None) if c.name in SUBSET}
 
 
-def _normalize(value):
-    return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
-
-
 @pytest.fixture(scope="module")
 def subset_cases() -> dict:
     return _subset_cases()
@@ -205,16 +205,7 @@ def test_expected_failure_file_is_well_formed() -> None:
 @pytest.mark.parametrize("name", sorted(SUBSET))
 def test_node_case(name: str, subset_cases: dict) -> None:
     """What BackendTest does for one node case (onnx/backend/test/runner, run_node)."""
-    from onnx.backend.test.runner import Runner
-
-    case = subset_cases[name]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rep = mlcc.backend.prepare(case.model, "CPU")
-        for inputs, ref_outputs in case.data_sets:
-            outputs = rep.run([_normalize(x) for x in inputs])
-            Runner.assert_similar_outputs([_normalize(x) for x in ref_outputs], outputs,
-                                          rtol=case.rtol, atol=case.atol)
+    check_case(subset_cases[name])
 
 
 def test_backend_api() -> None:
