@@ -1,0 +1,303 @@
+"""Symbolic sizes: polynomials with integer coefficients over named dims.
+
+A dim of a Shape is an int or a symbolic expression kept as its canonical text
+(``seq``, ``4*seq``, ``seq*seq``, ``past+seq``), so shapes stay hashable and
+print as XLA-style text; ``Sym`` is the arithmetic form. Every symbol is a
+non-negative size bound at run time; a module records each one's range
+(``Module.symbols``), and decisions that depend on a size (tiles, arena
+offsets) use the range's upper end. Pure Python: the runtime evaluates the same
+expressions a bundle's manifest holds, with no compiler module imported.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping, Sequence, Union
+
+Monomial = tuple[str, ...]  # symbol names, sorted, repeated for powers; () is the constant term
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
+
+
+class SymbolicError(ValueError):
+    pass
+
+
+class Sym:
+    """An integer polynomial over symbols. Immutable; == and hash are structural (canonical form)."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: Mapping[Monomial, int] | None = None) -> None:
+        self.terms: dict[Monomial, int] = {m: c for m, c in sorted((terms or {}).items()) if c != 0}
+
+    @staticmethod
+    def symbol(name: str) -> "Sym":
+        return Sym({(name,): 1})
+
+    @staticmethod
+    def const(value: int) -> "Sym":
+        return Sym({(): int(value)})
+
+    # ---- queries
+    @property
+    def is_const(self) -> bool:
+        return all(m == () for m in self.terms)
+
+    @property
+    def value(self) -> int:
+        """The constant value; SymbolicError if this depends on a symbol."""
+        if not self.is_const:
+            raise SymbolicError(f"'{self}' is not a constant")
+        return self.terms.get((), 0)
+
+    def symbols(self) -> list[str]:
+        return sorted({s for m in self.terms for s in m})
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        total = 0
+        for m, c in self.terms.items():
+            v = c
+            for s in m:
+                if s not in env:
+                    raise SymbolicError(f"no value for '{s}'")
+                v *= int(env[s])
+            total += v
+        return total
+
+    def bounds(self, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int]:
+        """Inclusive (lo, hi) over every symbol in its range (ranges are of non-negative values)."""
+        lo = hi = 0
+        for m, c in self.terms.items():
+            mlo = mhi = 1
+            for s in m:
+                if s not in ranges:
+                    raise SymbolicError(f"no range for '{s}'")
+                a, b = ranges[s]
+                mlo, mhi = mlo * a, mhi * b
+            lo += min(c * mlo, c * mhi)
+            hi += max(c * mlo, c * mhi)
+        return lo, hi
+
+    # ---- arithmetic
+    def __add__(self, other: "Sym | int") -> "Sym":
+        other = as_sym(other)
+        terms = dict(self.terms)
+        for m, c in other.terms.items():
+            terms[m] = terms.get(m, 0) + c
+        return Sym(terms)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> "Sym":
+        return Sym({m: -c for m, c in self.terms.items()})
+
+    def __sub__(self, other: "Sym | int") -> "Sym":
+        return self + (-as_sym(other))
+
+    def __rsub__(self, other: "Sym | int") -> "Sym":
+        return as_sym(other) - self
+
+    def __mul__(self, other: "Sym | int") -> "Sym":
+        other = as_sym(other)
+        terms: dict[Monomial, int] = {}
+        for m1, c1 in self.terms.items():
+            for m2, c2 in other.terms.items():
+                m = tuple(sorted(m1 + m2))
+                terms[m] = terms.get(m, 0) + c1 * c2
+        return Sym(terms)
+
+    __rmul__ = __mul__
+
+    def exact_div(self, other: "Sym | int") -> "Sym | None":
+        """self / other when it divides exactly for every value of the symbols (other a monomial times an int)."""
+        other = as_sym(other)
+        if len(other.terms) != 1:
+            return Sym.const(1) if other == self else None
+        (om, oc), = other.terms.items()
+        if oc == 0:
+            return None
+        out: dict[Monomial, int] = {}
+        for m, c in self.terms.items():
+            rest = list(m)
+            for s in om:
+                if s not in rest:
+                    return None
+                rest.remove(s)
+            if c % oc:
+                return None
+            out[tuple(rest)] = c // oc
+        return Sym(out)
+
+    def __floordiv__(self, other: "Sym | int") -> "Sym":
+        q = self.exact_div(other)
+        if q is not None:
+            return q
+        other = as_sym(other)
+        if other.is_const and other.value > 0:
+            k = other.value
+            # (k*a + r) // k == a + r // k when every non-constant coefficient is a multiple of k
+            if all(c % k == 0 for m, c in self.terms.items() if m):
+                return Sym({m: c // k for m, c in self.terms.items()})
+        raise SymbolicError(f"'{self}' // '{other}' is not a polynomial")
+
+    def __mod__(self, other: "Sym | int") -> "Sym":
+        other = as_sym(other)
+        if self.exact_div(other) is not None:
+            return Sym()
+        if other.is_const and other.value > 0:
+            k = other.value
+            if all(c % k == 0 for m, c in self.terms.items() if m):
+                return Sym.const(self.terms.get((), 0) % k)
+        raise SymbolicError(f"'{self}' % '{other}' is not a polynomial")
+
+    # ---- identity
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):
+            return self.is_const and self.value == other
+        return isinstance(other, Sym) and self.terms == other.terms
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.terms.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self.terms)
+
+    def __str__(self) -> str:
+        return _format(self.terms, lambda s: s)
+
+    def __repr__(self) -> str:
+        return f"Sym({self})"
+
+    def code(self, prefix: str = "sym_") -> str:
+        """The expression as source text over kernel parameters named prefix + symbol, parenthesized."""
+        return "(" + _format(self.terms, lambda s: prefix + s, sep=" ") + ")"
+
+
+def _format(terms: Mapping[Monomial, int], name, sep: str = "") -> str:
+    if not terms:
+        return "0"
+    order = sorted(terms.items(), key=lambda mc: (-len(mc[0]), mc[0]))
+    out = ""
+    for i, (m, c) in enumerate(order):
+        factors = [name(s) for s in m]
+        mag = abs(c)
+        if mag != 1 or not factors:
+            factors.insert(0, str(mag))
+        text = "*".join(factors)
+        if i == 0:
+            out = ("-" if c < 0 else "") + text
+        else:
+            out += f"{sep}{'-' if c < 0 else '+'}{sep}{text}"
+    return out
+
+
+Value = Union[int, Sym]
+
+
+def as_sym(x: "Sym | int | str") -> Sym:
+    if isinstance(x, Sym):
+        return x
+    if isinstance(x, str):
+        return parse(x)
+    if isinstance(x, bool):
+        raise SymbolicError(f"{x!r} is not a size")
+    return Sym.const(int(x))
+
+
+def dim_of(x: "Sym | int | str") -> "int | str":
+    """The Shape dim for x: an int when constant, else the canonical expression text."""
+    s = as_sym(x)
+    return s.value if s.is_const else str(s)
+
+
+def is_symbolic(d: object) -> bool:
+    return isinstance(d, (str, Sym)) and not as_sym(d).is_const  # type: ignore[arg-type]
+
+
+def product(dims: Sequence["int | str | Sym"]) -> "int | str":
+    total: Sym = Sym.const(1)
+    for d in dims:
+        total = total * as_sym(d)
+    return dim_of(total)
+
+
+def symbols_of(dims: Sequence["int | str | Sym"]) -> list[str]:
+    names: set[str] = set()
+    for d in dims:
+        if not isinstance(d, int):
+            names.update(as_sym(d).symbols())
+    return sorted(names)
+
+
+def evaluate(d: "int | str | Sym", env: Mapping[str, int]) -> int:
+    return d if isinstance(d, int) else as_sym(d).evaluate(env)
+
+
+def upper(d: "int | str | Sym", ranges: Mapping[str, tuple[int, int]]) -> int:
+    """The largest value d takes with every symbol in its range."""
+    return d if isinstance(d, int) else as_sym(d).bounds(ranges)[1]
+
+
+def parse(text: str) -> Sym:
+    """An expression of ints, symbol names, +, -, * and parentheses."""
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            break
+        tok = m.group(1) or m.group(2) or m.group(3)
+        if tok and not tok.isspace():
+            tokens.append(tok)
+        pos = m.end()
+    if not tokens:
+        raise SymbolicError(f"empty size expression '{text}'")
+    at = 0
+
+    def peek() -> str | None:
+        return tokens[at] if at < len(tokens) else None
+
+    def take() -> str:
+        nonlocal at
+        at += 1
+        return tokens[at - 1]
+
+    def atom() -> Sym:
+        tok = peek()
+        if tok is None:
+            raise SymbolicError(f"size expression '{text}' ends early")
+        take()
+        if tok == "(":
+            v = expr()
+            if peek() != ")":
+                raise SymbolicError(f"unbalanced '(' in '{text}'")
+            take()
+            return v
+        if tok == "-":
+            return -atom()
+        if tok.isdigit():
+            return Sym.const(int(tok))
+        if NAME.match(tok):
+            return Sym.symbol(tok)
+        raise SymbolicError(f"unexpected '{tok}' in size expression '{text}'")
+
+    def term() -> Sym:
+        v = atom()
+        while peek() == "*":
+            take()
+            v = v * atom()
+        return v
+
+    def expr() -> Sym:
+        v = term()
+        while peek() in ("+", "-"):
+            op = take()
+            v = v + term() if op == "+" else v - term()
+        return v
+
+    out = expr()
+    if at != len(tokens):
+        raise SymbolicError(f"unexpected '{tokens[at]}' in size expression '{text}'")
+    return out
