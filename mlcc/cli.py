@@ -82,10 +82,14 @@ def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[Any]]:
         name, sep, dims = v.rpartition("=")
         if not sep or not name:
             raise click.BadParameter(f"'{v}': expected NAME=1x128 or DIM=1", param_hint="--shape")
+        if ".." in dims:
+            shapes[name] = dims  # a symbolic dim kept symbolic over a range of sizes: MIN..MAX
+            continue
         try:
             shapes[name] = [int(d) for d in dims.lower().split("x")]
         except ValueError:
-            raise click.BadParameter(f"'{v}': dims must be integers like 1x128", param_hint="--shape") from None
+            raise click.BadParameter(f"'{v}': dims must be integers like 1x128, or a range like 1..128",
+                                     param_hint="--shape") from None
     return shapes
 
 
@@ -110,7 +114,8 @@ def main() -> None:
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Bundle directory to write (replaced only when the compile succeeds).")
 @click.option("--target", "targets", default=None, help="Comma list of GPU targets: sm_80,sm_90,gfx942 (default sm_80,sm_90); none: no binaries.")
-@click.option("--shape", "shapes", multiple=True, help="Specialize an input (NAME=1x128) or a symbolic dim (batch=1). Repeatable.")
+@click.option("--shape", "shapes", multiple=True, help="Specialize an input (NAME=1x128) or a symbolic dim (batch=1), or keep a symbolic dim "
+              "symbolic over a range of sizes (seq=1..128). Repeatable.")
 @click.option("--dump-ir", type=click.Path(file_okay=False), default=None, help="Write NN-<pass>.hlo after every pass into DIR.")
 @click.option("--disable-pass", "disable_passes", multiple=True, help="Skip a pass by name. Repeatable.")
 @click.option("--time-passes", is_flag=True, help="Print a table of pass times and instruction counts.")

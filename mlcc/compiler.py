@@ -87,7 +87,7 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
     if isinstance(model, onnx.ModelProto):
         from mlcc.frontend.onnx import import_onnx
         data = model.SerializeToString(deterministic=True)
-        module = import_onnx(model, shapes=options.shapes or None)
+        module = import_onnx(model, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
         return module, {"file": None, "format": "onnx", "sha256": hashlib.sha256(data).hexdigest()}, []
     path = Path(os.fspath(model))
     if not path.exists():
@@ -97,7 +97,7 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
     fmt = detect_format(path)
     if fmt == "onnx":
         from mlcc.frontend.onnx import import_onnx
-        module = import_onnx(path, shapes=options.shapes or None)
+        module = import_onnx(path, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
         deps = [path] + [Path(p) for p in getattr(module, "source_files", [])]
     else:
         from mlcc.frontend.stablehlo import import_stablehlo
@@ -105,6 +105,26 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
         deps = [path]
     info = {"file": path.name, "format": fmt, "sha256": file_sha256(path)}
     return module, info, deps
+
+
+def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
+    """--shape entries that fix sizes (NAME=1x128, or a dim name with one size)."""
+    return {k: v for k, v in options.shapes.items() if not isinstance(v, str)}
+
+
+def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
+    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64)."""
+    ranges = {}
+    for name, spec in options.shapes.items():
+        if isinstance(spec, str):
+            lo, sep, hi = spec.partition("..")
+            try:
+                ranges[name] = (int(lo), int(hi))
+            except ValueError:
+                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128") from None
+            if not sep or not 0 <= ranges[name][0] <= ranges[name][1]:
+                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX with 0 <= MIN <= MAX")
+    return ranges
 
 
 def _input_records(deps: list[Path], options: CompileOptions, model_sha256: str) -> list[dict[str, str]]:
@@ -190,14 +210,18 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
 
 
 def _require_static_inputs(module: Module, file: str | None) -> None:
-    """Kernels are generated for static sizes: an input with symbolic dims must be given them (--shape)."""
+    """Buffers are planned for the largest size a symbolic dim takes: an input's symbolic dim needs a range
+    (--shape seq=1..128), or a size to specialize to (--shape seq=16)."""
+    from mlcc.hlo.symbolic import symbols_of
     for inst in module.entry.instructions:
-        if inst.opcode == "parameter" and not inst.shape.is_static:
+        if inst.opcode != "parameter" or inst.shape.is_static:
+            continue
+        unranged = [d for d in symbols_of(inst.shape.dims) if d not in module.symbols]
+        if unranged:
             name = inst.attrs.get("name", inst.name)
-            symbols = [d for d in inst.shape.dims if isinstance(d, str)]
-            example = ",".join(f"{d}=N" for d in dict.fromkeys(symbols))
-            raise UnsupportedError(f"input '{name}' has symbolic dims {list(inst.shape.dims)}; kernels are generated "
-                                   f"for static sizes: give them with --shape {example}", file=file)
+            raise UnsupportedError(f"input '{name}' has symbolic dims {list(inst.shape.dims)}: give each a range of "
+                                   f"sizes to keep it symbolic (--shape {unranged[0]}=1..MAX) or a size "
+                                   f"(--shape {unranged[0]}=N)", file=file)
 
 
 def _checked_options(options: CompileOptions):
@@ -292,42 +316,44 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
-    from mlcc.hlo.passes.fusion import unfused_stats
-    module.stats["unfused"] = unfused_stats(module)  # the baseline: the model as imported, one kernel per source op
-    report("passes", 0, 1)
-    pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
-                                         disabled=frozenset(options.disable_passes)))
-    report("passes", 1, 1)
-    target_names = [t.name for t in targets]
-    plan, kernels, launches = _schedule_and_lower(module, target_names, tuning)
-    if options.require_tuned:
-        _require_tuned(kernels, target_names, tuning)
-    if options.check_numerics:
-        from mlcc.emit.check_numerics import check_numerics
-        report("numerics", 0, len(launches))
-        check_numerics(module, kernels, launches)
-        report("numerics", len(launches), len(launches))
-    cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
-    binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
-                                           progress=lambda d, t: report("kernels", d, t))
-    from mlcc.hlo.passes.layout_assignment import layout_conversions
-    conversions, conversion_bytes = layout_conversions(module)
-    from mlcc.hlo.traffic import kernel_bytes
-    moved = sum(sum(kernel_bytes(inst)) for inst, _ in launches)
-    stats = {"kernels": len(kernels), "launches": len(launches),
-             "instructions": sum(1 for _ in module.all_instructions()),
-             "flops": sum(kernels[k].flops for _, k in launches),
-             "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
-             "unfused": module.stats.get("unfused", {}),
-             "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
-    build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
-    try:
-        with staged_directory(out_dir) as tmp:
-            manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
-                                    binaries=binaries, targets=targets, model_info=model_info,
-                                    build_info=build_info, stats=stats, device=device)
-    except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
-        raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
-    _write_depfile(options, out_dir, deps)
-    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
-                         fusion_explanations=list(module.stats.get("fusion_explanations", [])))
+    from mlcc.hlo.symbolic import symbol_ranges
+    with symbol_ranges(module.symbols):  # where a size decides, a symbolic dim counts at its range
+        from mlcc.hlo.passes.fusion import unfused_stats
+        module.stats["unfused"] = unfused_stats(module)  # the baseline: the model as imported, one kernel per source op
+        report("passes", 0, 1)
+        pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
+                                             disabled=frozenset(options.disable_passes)))
+        report("passes", 1, 1)
+        target_names = [t.name for t in targets]
+        plan, kernels, launches = _schedule_and_lower(module, target_names, tuning)
+        if options.require_tuned:
+            _require_tuned(kernels, target_names, tuning)
+        if options.check_numerics:
+            from mlcc.emit.check_numerics import check_numerics
+            report("numerics", 0, len(launches))
+            check_numerics(module, kernels, launches)
+            report("numerics", len(launches), len(launches))
+        cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+        binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
+                                               progress=lambda d, t: report("kernels", d, t))
+        from mlcc.hlo.passes.layout_assignment import layout_conversions
+        conversions, conversion_bytes = layout_conversions(module)
+        from mlcc.hlo.traffic import kernel_bytes
+        moved = sum(sum(kernel_bytes(inst)) for inst, _ in launches)
+        stats = {"kernels": len(kernels), "launches": len(launches),
+                 "instructions": sum(1 for _ in module.all_instructions()),
+                 "flops": sum(kernels[k].flops for _, k in launches),
+                 "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
+                 "unfused": module.stats.get("unfused", {}),
+                 "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
+        build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
+        try:
+            with staged_directory(out_dir) as tmp:
+                manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
+                                        binaries=binaries, targets=targets, model_info=model_info,
+                                        build_info=build_info, stats=stats, device=device)
+        except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
+            raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
+        _write_depfile(options, out_dir, deps)
+        return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
+                             fusion_explanations=list(module.stats.get("fusion_explanations", [])))

@@ -30,8 +30,11 @@ from mlcc.schemas import validate
 # 1: every binary launches with the schedule's grid (a binary's own "config" is informational);
 # 2: some binary was compiled with tiles that need its own grid (kernels[i].binaries[target].config.grid):
 #    a reader of version 1 would launch it with the schedule's grid and compute wrong results, so it must refuse.
+# 3: the bundle has symbolic sizes ("symbols"): shapes and grids may be expressions and launches pass
+#    "scalars"; an older reader would launch with sizes it cannot evaluate, so it must refuse.
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
+SYMBOLIC_SCHEMA_VERSION = 3
 INTENT_SCHEMA_VERSION = 1
 
 
@@ -159,10 +162,13 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     for step, (inst, kname) in enumerate(launches):
         k = kernels[kname]
         args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
-        schedule.append({"step": step, "kernel": kname, "instruction": inst.name, "args": args,
-                         "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
-                         "ops": list(inst.origin), "flops": k.flops,
-                         "bytes_read": kernel_bytes(inst)[0], "bytes_written": kernel_bytes(inst)[1]})
+        launch = {"step": step, "kernel": kname, "instruction": inst.name, "args": args,
+                  "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
+                  "ops": list(inst.origin), "flops": k.flops,
+                  "bytes_read": kernel_bytes(inst)[0], "bytes_written": kernel_bytes(inst)[1]}
+        if k.scalars:
+            launch["scalars"] = list(k.scalars)
+        schedule.append(launch)
 
     weights = write_weights(out / "weights.bin", module, plan)
     entry = module.entry
@@ -197,7 +203,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     (out / "intent.json").write_text(dumps(intent))
 
     manifest: dict[str, Any] = {
-        "schema_version": _schema_version(kernels, targets),
+        "schema_version": SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
         "model": model_info,
         "build": build_info,
         "targets": [t.name for t in targets],
@@ -213,6 +219,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         "ir": "model.hlo",
         "intent": "intent.json",
     }
+    if module.symbols:
+        manifest["symbols"] = {k: list(v) for k, v in sorted(module.symbols.items())}
     manifest["bundle_sha256"] = bundle_digest(out)
     validate("manifest", manifest)
     (out / "manifest.json").write_text(dumps(manifest))

@@ -16,16 +16,43 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
+
+from mlcc.hlo.symbolic import Sym, current_ranges, symbol_ranges  # noqa: F401  (symbol_ranges re-exported)
 
 NEVER = False
 Mask = str | None | bool  # a predicate variable, None (all lanes) or NEVER
+Size = Union[int, Sym]  # a coefficient or constant: an int, or a size known only at run time (a kernel argument)
+
+def size(x: Size) -> Size:
+    """x with a constant Sym as its int."""
+    return x.value if isinstance(x, Sym) and x.is_const else x
+
+
+def interval(x: Size) -> tuple[int, int]:
+    """The values x takes (a symbolic size over its symbols' ranges)."""
+    if isinstance(x, Sym):
+        return x.bounds(current_ranges())
+    return x, x
+
+
+def size_code(x: Size) -> str:
+    """Source text of a size: a number, or an expression over the kernel's ``sym_`` arguments."""
+    return x.code() if isinstance(x, Sym) else str(x)
+
+
+def exact_quotient(c: Size, k: Size) -> Size | None:
+    """c / k when k divides c for every value of the symbols."""
+    if isinstance(c, int) and isinstance(k, int):
+        return c // k if c % k == 0 else None
+    q = Sym.const(c).exact_div(k) if isinstance(c, int) else c.exact_div(k)
+    return None if q is None else size(q)
 
 
 @dataclass(frozen=True)
 class Affine:
-    terms: tuple[tuple[str, int], ...] = ()  # sorted by variable, no zero coefficients
-    const: int = 0
+    terms: tuple[tuple[str, Size], ...] = ()  # sorted by variable, no zero coefficients
+    const: Size = 0
 
     @staticmethod
     def var(name: str) -> Affine:
@@ -42,43 +69,75 @@ class Affine:
             return self.terms[0][0]
         return None
 
-    def __add__(self, other: Affine | int) -> Affine:
-        if isinstance(other, int):
-            return Affine(self.terms, self.const + other)
+    def __add__(self, other: Affine | Size) -> Affine:
+        if not isinstance(other, Affine):
+            return Affine(self.terms, size(self.const + other))
         coefs = dict(self.terms)
         for v, c in other.terms:
-            coefs[v] = coefs.get(v, 0) + c
-        return Affine(tuple(sorted((v, c) for v, c in coefs.items() if c != 0)), self.const + other.const)
+            coefs[v] = size(coefs.get(v, 0) + c)
+        return Affine(tuple(sorted(((v, c) for v, c in coefs.items() if c != 0), key=lambda t: t[0])),
+                      size(self.const + other.const))
 
-    def __sub__(self, other: Affine | int) -> Affine:
+    def __sub__(self, other: Affine | Size) -> Affine:
         return self + (other * -1)
 
-    def __mul__(self, k: int) -> Affine:
+    def __mul__(self, k: Size) -> Affine:
         if k == 0:
             return Affine()
-        return Affine(tuple((v, c * k) for v, c in self.terms), self.const * k)
+        return Affine(tuple((v, size(c * k)) for v, c in self.terms), size(self.const * k))
 
-    def __rsub__(self, other: int) -> Affine:
+    def __rsub__(self, other: Size) -> Affine:
         return (self * -1) + other
 
+    def code(self) -> str:
+        """Source text: sum of var * coef plus the constant (sizes known at run time as expressions)."""
+        out = ""
+        for i, (v, c) in enumerate(self.terms):
+            neg = isinstance(c, int) and c < 0
+            mag = -c if neg else c
+            out += (f" {'-' if neg else '+'} " if i else ("-" if neg else "")) + v
+            if mag != 1:
+                out += f" * {size_code(mag)}"
+        if not self.terms:
+            return size_code(self.const)
+        if isinstance(self.const, Sym):
+            return out + f" + {self.const.code()}"
+        if self.const > 0:
+            return out + f" + {self.const}"
+        if self.const < 0:
+            return out + f" - {-self.const}"
+        return out
 
-def linear_offset(coords: Sequence[Affine], strides: Sequence[int]) -> Affine:
+
+def linear_offset(coords: Sequence[Affine], strides: Sequence[Size]) -> Affine:
     """sum(coords[d] * strides[d])."""
     total = Affine()
     for c, s in zip(coords, strides):
-        total = total + c * int(s)
+        total = total + c * (s if isinstance(s, Sym) else int(s))
     return total
 
 
-def row_major_strides(dims: Sequence[int]) -> list[int]:
-    strides, step = [0] * len(dims), 1
+def row_major_strides(dims: Sequence[Size]) -> list[Size]:
+    strides: list[Size] = [0] * len(dims)
+    step: Size = 1
     for d in reversed(range(len(dims))):
         strides[d] = step
-        step *= dims[d]
+        step = size(step * dims[d])
     return strides
 
 
-_HOLDS = {">=": lambda d: d >= 0, "<": lambda d: d < 0, "==": lambda d: d == 0}
+def _settled(op: str, rng: tuple[int, int] | None) -> bool | None:
+    """Whether ``diff op 0`` holds for every value in rng (True), for none (False), or depends (None)."""
+    if rng is None:
+        return None
+    lo, hi = rng
+    if op == ">=":
+        return True if lo >= 0 else (False if hi < 0 else None)
+    if op == "<":
+        return True if hi < 0 else (False if lo >= 0 else None)
+    if op == "==":
+        return True if lo == hi == 0 else (False if lo > 0 or hi < 0 else None)
+    raise ValueError(op)
 
 
 class Body:
@@ -120,12 +179,14 @@ class Body:
 
     def range(self, a: Affine) -> tuple[int, int] | None:
         """Bounds of a's value, when every variable in it has bounds."""
-        lo = hi = a.const
+        lo, hi = interval(a.const)
         for v, c in a.terms:
             if v not in self._bounds:
                 return None
             vlo, vhi = self._bounds[v]
-            lo, hi = lo + min(c * vlo, c * vhi), hi + max(c * vlo, c * vhi)
+            clo, chi = interval(c)
+            corners = (clo * vlo, clo * vhi, chi * vlo, chi * vhi)
+            lo, hi = lo + min(corners), hi + max(corners)
         return lo, hi
 
     def materialize(self, a: Affine) -> Affine:
@@ -138,24 +199,34 @@ class Body:
             self.bound(out, *rng)
         return Affine.var(out)
 
-    def divmod(self, a: Affine, k: int) -> tuple[Affine, Affine]:
-        """(a // k, a % k) for a >= 0; by bounds alone where they settle it (a = q * k + r, 0 <= r < k)."""
-        multiples = Affine(tuple((v, c // k) for v, c in a.terms if c % k == 0), a.const // k)
-        rest = Affine(tuple((v, c) for v, c in a.terms if c % k != 0), a.const % k)
+    def divmod(self, a: Affine, k: Size) -> tuple[Affine, Affine]:
+        """(a // k, a % k) for a >= 0; by bounds alone where they settle it (a = q * k + r, 0 <= r < k).
+        A symbolic k counts only by the range of values it takes: the split must hold for each."""
+        k = size(k)
+        kept = [(v, c, exact_quotient(c, k)) for v, c in a.terms]
+        const_q = exact_quotient(a.const, k)
+        if isinstance(k, int) and isinstance(a.const, int):
+            const_q, const_r = a.const // k, a.const % k
+        else:
+            const_r = 0 if const_q is not None else a.const
+            const_q = const_q if const_q is not None else 0
+        multiples = Affine(tuple((v, q) for v, _, q in kept if q is not None), const_q)
+        rest = Affine(tuple((v, c) for v, c, q in kept if q is None), const_r)
         rng = self.range(rest)
-        if rng is not None and 0 <= rng[0] and rng[1] < k:
+        klo, khi = interval(k)
+        if rng is not None and 0 <= rng[0] and rng[1] < klo:
             return multiples, rest
         x = self.materialize(a).single_var
         block = self.is_block(x)
-        q = self.add("div", self.fresh("q"), block, x=x, k=k)
-        r = self.add("mod", self.fresh("r"), block, x=x, k=k)
-        self.bound(r, 0, k - 1)
+        q = self.add("div", self.fresh("q"), block, x=x, k=size_code(k))
+        r = self.add("mod", self.fresh("r"), block, x=x, k=size_code(k))
+        self.bound(r, 0, khi - 1)
         rng = self.range(a)
-        if rng is not None and rng[0] >= 0:
-            self.bound(q, rng[0] // k, rng[1] // k)
+        if rng is not None and rng[0] >= 0 and klo > 0:
+            self.bound(q, rng[0] // khi, rng[1] // klo)
         return Affine.var(q), Affine.var(r)
 
-    def unravel(self, flat: Affine, dims: Sequence[int]) -> list[Affine]:
+    def unravel(self, flat: Affine, dims: Sequence[Size]) -> list[Affine]:
         """Coordinates (major to minor, row-major) of a flat index below prod(dims)."""
         coords = [Affine()] * len(dims)
         sized = [i for i, d in enumerate(dims) if d != 1]
@@ -174,9 +245,10 @@ class Body:
         for lhs, op, rhs in clauses:
             rhs = rhs if isinstance(rhs, Affine) else Affine(const=rhs)
             diff = lhs - rhs
-            if diff.is_const:
-                if not _HOLDS[op](diff.const):
-                    return NEVER
+            settled = _settled(op, interval(diff.const)) if diff.is_const else None
+            if settled is False:
+                return NEVER
+            if settled is True:
                 continue
             kept.append((lhs, op, rhs))
         if not kept:
@@ -195,26 +267,27 @@ class Body:
             self.bound(lanes, *rng)
         return Affine.var(lanes), op, Affine()
 
-    def index_value(self, x: str, dtype: str, block: bool, wrap: int | None,
-                    lo: int | None, hi: int | None) -> Affine:
+    def index_value(self, x: str, dtype: str, block: bool, wrap: Size | None,
+                    lo: Size | None, hi: Size | None) -> Affine:
         """An index read from data: widened, negatives wrapped by ``wrap``, clamped to [lo, hi]."""
         work = dtype if dtype in ("s64", "u64") else ("s64" if dtype == "u32" else self.index_dtype)
         if dtype.startswith("u"):
             wrap = None
+        code = {k: None if v is None else size_code(size(v)) for k, v in (("wrap", wrap), ("lo", lo), ("hi", hi))}
         out = self.add("index_value", self.fresh("j"), block, x=x, src=dtype, work=work,
-                       index=self.index_dtype, wrap=wrap, lo=lo, hi=hi)
+                       index=self.index_dtype, **code)
         if lo is not None and hi is not None:
-            self.bound(out, lo, hi)
+            self.bound(out, interval(size(lo))[0], interval(size(hi))[1])
         return Affine.var(out)
 
     # ---- control flow
-    def loop(self, count: int) -> Affine:
+    def loop(self, count: Size) -> Affine:
         """Open ``for u in range(count)``; statements until end_loop() form its body."""
-        u = self.add("for", self.fresh("u"), False, count=count)
+        u = self.add("for", self.fresh("u"), False, count=size_code(count))
         self.depth += 1
         if self.index_dtype == "s64":
             u = self.add("widen", self.fresh("u"), False, x=u, index=self.index_dtype)
-        self.bound(u, 0, count - 1)
+        self.bound(u, 0, interval(count)[1] - 1)
         return Affine.var(u)
 
     def end_loop(self) -> None:

@@ -28,7 +28,7 @@ from mlcc.hlo.ir import Instruction, Shape
 @dataclass
 class LaunchConfig:
     constexprs: dict[str, int]
-    grid: tuple[int, int, int]
+    grid: tuple[int | str, ...]  # programs per axis; a str is an expression over symbols (cdiv, max) for the runtime
     num_warps: int = 4
     num_stages: int = 2
 
@@ -52,6 +52,8 @@ class Kernel:
     targets: dict[str, LaunchConfig] = field(default_factory=dict)
     tuned: list[str] = field(default_factory=list)
     signature: str = ""       # what the tuning database keys it by (mlcc/emit/lower_module.py)
+    # Symbols whose values the kernel takes at run time, after the pointers (params sym_<name>, i32).
+    scalars: list[str] = field(default_factory=list)
 
     def config_for(self, target: str) -> LaunchConfig:
         """The launch config a binary for target is compiled and launched with."""

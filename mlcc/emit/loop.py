@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 import jinja2
 
-from mlcc.emit.indexing import NEVER, Affine, Body, Mask, linear_offset, row_major_strides
+from mlcc.emit.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
+                                row_major_strides, size, size_code)
 from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, triton_pointer
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.symbolic import Sym, as_sym, symbols_of
 
 TEMPLATE = "loop.py.jinja"
 LINEAR, TAIL_MASK = "lin", "mask"  # defined by the template: the lanes' positions, and which are < numel
@@ -108,7 +110,7 @@ class LoopEmitter:
         found = self._lookup(key)
         if found is not None:
             return found
-        if inst.shape.numel() == 0:  # never read in a lane that stores
+        if inst.shape.numel_expr() == 0:  # never read in a lane that stores
             v = self.full(0, inst.shape.dtype)
         else:
             fn = RULES.get(inst.opcode, _elementwise if inst.opcode in ELEMENTWISE_OPS else None)
@@ -177,7 +179,7 @@ class LoopEmitter:
 
     def load(self, ptr: str, offset: Affine, mask: Mask, shape: Shape) -> Value:
         offset_block = self.body.is_block(offset)
-        if offset.is_const and not 0 <= offset.const < shape.numel():
+        if offset.is_const and shape.is_static and not 0 <= offset.const < shape.numel():
             raise AssertionError(f"constant offset {offset.const} outside {shape}")
         if offset.is_const or (mask == TAIL_MASK and not offset_block):
             mask = None  # the same element for every lane, in bounds (constant, clamped or a loop row)
@@ -187,14 +189,31 @@ class LoopEmitter:
                             offset_block=offset_block, index=self.body.index_dtype)
         return Value(out, shape.dtype, True)
 
-    def index(self, v: Value, size: int, wrap: bool, clamp: tuple[int, int] | None) -> Affine:
+    def index(self, v: Value, size: Size, wrap: bool, clamp: tuple[Size, Size] | None) -> Affine:
         """A data-dependent coordinate along a dim of ``size``."""
         lo, hi = clamp if clamp is not None else (None, None)
         return self.body.index_value(v.name, v.dtype, v.block, size if wrap else None, lo, hi)
 
 
-def _dims(shape: Shape) -> tuple[int, ...]:
-    return tuple(int(d) for d in shape.dims)
+def _dims(shape: Shape) -> tuple[Size, ...]:
+    """The dims: ints, and symbolic ones as Sym (a size the kernel receives at run time)."""
+    return tuple(d if isinstance(d, int) else size(as_sym(d)) for d in shape.dims)
+
+
+def _strides(shape: Shape) -> list[Size]:
+    """Element strides of each logical dim under the layout, symbolic where a minor dim is."""
+    dims = _dims(shape)
+    strides: list[Size] = [0] * shape.rank
+    step: Size = 1
+    for d in shape.layout:
+        strides[d] = step
+        step = size(step * dims[d])
+    return strides
+
+
+def _surely(diff: Size) -> bool:
+    """diff >= 0 for every value of its symbols."""
+    return interval(size(diff))[0] >= 0
 
 
 # ---------------------------------------------------------------- elementwise
@@ -218,7 +237,7 @@ def _elementwise(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask)
 def _parameter(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     i = inst.attrs["index"]
     shape = em.inputs[i]
-    strides = [int(s) for s in shape.strides()]
+    strides = _strides(shape)
     return em.load(f"in{i}", linear_offset(coords, strides), mask, shape)
 
 
@@ -244,6 +263,9 @@ def _constant(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) ->
 @rule("iota")
 def _iota(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     c = coords[inst.attrs["iota_dimension"]] if coords else Affine()
+    if c.is_const and isinstance(c.const, Sym):
+        x = em.body.add("index", em.body.fresh("i"), False, expr=c)
+        return em.convert(Value(x, em.body.index_dtype, False), inst.shape.dtype)
     if c.is_const:
         return em.full(c.const, inst.shape.dtype)
     x = em.body.materialize(c).single_var
@@ -302,7 +324,7 @@ def _reshape(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> 
         pr, po = rd[r_idx[i]], od[o_idx[j]]
         i, j = i + 1, j + 1
         while pr != po:
-            if pr < po:
+            if _smaller(pr, po, inst):
                 gi.append(r_idx[i])
                 pr *= rd[r_idx[i]]
                 i += 1
@@ -317,14 +339,26 @@ def _reshape(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> 
     return em.value(x, new, mask)
 
 
+def _smaller(a: Size, b: Size, inst: Instruction) -> bool:
+    """Whether the group product a is the one to grow to meet b (a divides b, for symbolic sizes)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    if exact_quotient(b, a) is not None:
+        return True
+    if exact_quotient(a, b) is not None:
+        return False
+    raise UnsupportedError(f"%{inst.name}: a reshape whose dim groups {a} and {b} do not divide each other")
+
+
 @rule("bitcast")
 def _bitcast(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     """The operand's bytes read under the result's layout: through the physical offset."""
     x = inst.operands[0]
-    physical = linear_offset(coords, [int(s) for s in inst.shape.strides()])
+    physical = linear_offset(coords, _strides(inst.shape))
     order = list(reversed(x.shape.layout))  # major to minor
     new = [Affine()] * x.shape.rank
-    for d, c in zip(order, em.body.unravel(physical, [int(x.shape.dims[d]) for d in order])):
+    xdims = _dims(x.shape)
+    for d, c in zip(order, em.body.unravel(physical, [xdims[d] for d in order])):
         new[d] = c
     return em.value(x, new, mask)
 
@@ -344,13 +378,13 @@ def _pad(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Valu
             clauses.append((t, ">=", 0))
         if step == 1:
             new.append(t)
-            if m - lo > n:
+            if not _surely(n - (m - lo)):
                 clauses.append((t, "<", n))
             continue
         q, r = em.body.divmod(t, step)
         new.append(q)
         clauses.append((r, "==", 0))
-        if (m - 1 - lo) // step >= n:
+        if not isinstance(m, int) or not isinstance(n, int) or (m - 1 - lo) // step >= n:
             clauses.append((q, "<", n))
     pad_value = em.value(padding, (), None)
     inside = em.body.mask(mask, clauses)
@@ -369,17 +403,17 @@ def _concatenate(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask)
     c = coords[k]
     result, start = None, 0
     for op in inst.operands:
-        size = int(op.shape.dims[k])
+        extent = _dims(op.shape)[k]
         clauses = []
-        if start > 0:
+        if start != 0:
             clauses.append((c, ">=", start))
-        if start + size < total:
-            clauses.append((c, "<", start + size))
-        piece_mask = em.body.mask(mask, clauses) if size else NEVER
+        if not _surely(start + extent - total):
+            clauses.append((c, "<", start + extent))
+        piece_mask = em.body.mask(mask, clauses) if extent != 0 else NEVER
         if piece_mask is not NEVER:
             piece = em.value(op, coords[:k] + (c - start,) + coords[k + 1:], piece_mask)
             result = piece if result is None or piece_mask == mask else em.select(piece_mask, piece, result)
-        start += size
+        start = size(start + extent)
     if result is None:
         raise AssertionError(f"%{inst.name}: no operand covers the coordinate")
     return result
@@ -389,11 +423,11 @@ def _concatenate(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask)
 def _dynamic_slice(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     x, *starts = inst.operands
     new = []
-    for c, n, size, s in zip(coords, _dims(x.shape), inst.attrs["slice_sizes"], starts):
-        if size >= n:
+    for c, n, extent, s in zip(coords, _dims(x.shape), inst.attrs["slice_sizes"], starts):
+        if _surely(extent - n):
             new.append(c)  # the start clamps to 0
             continue
-        new.append(c + em.index(em.value(s, (), None), n, wrap=False, clamp=(0, n - size)))
+        new.append(c + em.index(em.value(s, (), None), n, wrap=False, clamp=(0, size(n - extent))))
     return em.value(x, new, mask)
 
 
@@ -401,13 +435,13 @@ def _dynamic_slice(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mas
 def _dynamic_update_slice(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     x, update, *starts = inst.operands
     clauses, new = [], []
-    for c, n, size, s in zip(coords, _dims(x.shape), _dims(update.shape), starts):
-        if size >= n:
+    for c, n, extent, s in zip(coords, _dims(x.shape), _dims(update.shape), starts):
+        if _surely(extent - n):
             new.append(c)
             continue
-        begin = em.index(em.value(s, (), None), n, wrap=False, clamp=(0, n - size))
+        begin = em.index(em.value(s, (), None), n, wrap=False, clamp=(0, size(n - extent)))
         new.append(c - begin)
-        clauses += [(c, ">=", begin), (c, "<", begin + size)]
+        clauses += [(c, ">=", begin), (c, "<", begin + extent)]
     old = em.value(x, coords, mask)
     inside = em.body.mask(mask, clauses)
     if inside is NEVER:
@@ -424,9 +458,9 @@ def _dynamic_update_slice(em: LoopEmitter, inst: Instruction, coords: Coords, ma
 def _gather(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     data, indices = inst.operands
     axis, q = inst.attrs["axis"], indices.shape.rank
-    n = int(data.shape.dims[axis])
+    n = _dims(data.shape)[axis]
     j = Affine() if n == 1 else em.index(em.value(indices, coords[axis:axis + q], mask), n, wrap=True,
-                                         clamp=(0, n - 1))
+                                         clamp=(0, size(n - 1)))
     return em.value(data, coords[:axis] + (j,) + coords[axis + q:], mask)
 
 
@@ -434,8 +468,8 @@ def _gather(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> V
 def _gather_elements(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     data, indices = inst.operands
     axis = inst.attrs["axis"]
-    n = int(data.shape.dims[axis])
-    j = Affine() if n == 1 else em.index(em.value(indices, coords, mask), n, wrap=True, clamp=(0, n - 1))
+    n = _dims(data.shape)[axis]
+    j = Affine() if n == 1 else em.index(em.value(indices, coords, mask), n, wrap=True, clamp=(0, size(n - 1)))
     return em.value(data, coords[:axis] + (j,) + coords[axis + 1:], mask)
 
 
@@ -446,10 +480,11 @@ def _gather_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -
     q, depth = indices.shape.rank, int(indices.shape.dims[-1])
     lead = coords[:q - 1]
     new = list(coords[:b])
+    data_dims = _dims(data.shape)
     for j in range(depth):
-        n = int(data.shape.dims[b + j])
+        n = data_dims[b + j]
         iv = em.value(indices, lead + (Affine(const=j),), mask)
-        new.append(Affine() if n == 1 else em.index(iv, n, wrap=True, clamp=(0, n - 1)))
+        new.append(Affine() if n == 1 else em.index(iv, n, wrap=True, clamp=(0, size(n - 1))))
     return em.value(data, tuple(new) + coords[q - 1:], mask)
 
 
@@ -466,16 +501,16 @@ def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) 
     depth = int(indices.shape.dims[-1])
     rows = _dims(indices.shape)[:-1]
     acc = em.assign(em.convert(em.value(data, coords, mask), compute))
-    count = 1
+    count: Size = 1
     for r in rows:
-        count *= r
+        count = size(count * r)
     row = em.body.loop(count)
     em.open_scope()
     row_coords = tuple(em.body.unravel(row, rows))
     clauses = []
     for j in range(depth):
         iv = em.value(indices, row_coords + (Affine(const=j),), None)
-        clauses.append((coords[j], "==", em.index(iv, int(data.shape.dims[j]), wrap=True, clamp=None)))
+        clauses.append((coords[j], "==", em.index(iv, _dims(data.shape)[j], wrap=True, clamp=None)))
     match = em.body.mask(None, clauses)
     upd = em.convert(em.value(updates, row_coords + coords[depth:], mask), compute)
     if reduction != "none":
@@ -497,13 +532,31 @@ def _check_fusible(comp: Computation) -> None:
             continue
         if inst.opcode not in FUSIBLE_OPS:
             raise UnsupportedError(f"%{inst.name}: {inst.opcode} cannot be part of a loop kernel")
-        if not inst.shape.is_static:
-            raise UnsupportedError(f"%{inst.name}: loop kernels need static dims, got {inst.shape}")
+
+
+def _upper(n: Size) -> int:
+    return interval(n)[1]
 
 
 def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[Shape]) -> str:
     shapes = list(inputs) + list(outputs) + [i.shape for i in comp.instructions if not i.shape.is_tuple]
-    return "s64" if max(s.numel() for s in shapes) > INT32_SAFE else "s32"
+    return "s64" if max(_upper(size(as_sym(s.numel_expr()))) for s in shapes) > INT32_SAFE else "s32"
+
+
+def kernel_symbols(*shapes: Shape) -> list[str]:
+    """The symbols a kernel over these shapes takes as run-time arguments (``sym_<name>``, sorted)."""
+    names: set[str] = set()
+    for s in shapes:
+        for e in (s.elements if s.is_tuple else (s,)):
+            names.update(symbols_of(e.dims))
+    return sorted(names)
+
+
+def grid_size(n: Size, block: int) -> int | str:
+    """Programs for n elements in blocks: a number, or the expression the runtime evaluates."""
+    if isinstance(n, int):
+        return max(1, cdiv(n, block))
+    return f"max(1, cdiv({n}, {block}))"
 
 
 def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
@@ -513,42 +566,44 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
     outputs = list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
     roots = list(comp.root.operands) if comp.root.opcode == "tuple" else [comp.root]
     first = outputs[0]
-    if not all(s.is_static for s in inputs + outputs):
-        raise UnsupportedError(f"%{inst.name}: loop kernels need static dims, got {inst.shape}")
     if any(s.dims != first.dims for s in outputs):
         raise UnsupportedError(f"%{inst.name}: loop fusion outputs differ in dims: {[str(s) for s in outputs]}")
-    n = first.numel()
+    n = size(as_sym(first.numel_expr()))
     em = LoopEmitter(inputs, _index_dtype(comp, inputs, outputs))
-    if n > 0:
-        em.body.bound(LINEAR, 0, n - 1)  # in the lanes that store; the others load and store nothing
+    if n != 0:
+        em.body.bound(LINEAR, 0, _upper(n) - 1)  # in the lanes that store; the others load and store nothing
         order = list(reversed(first.layout))  # major to minor: the physical order of the walk
         coords = [Affine()] * first.rank
-        for d, c in zip(order, em.body.unravel(Affine.var(LINEAR), [int(first.dims[d]) for d in order])):
+        dims = _dims(first)
+        for d, c in zip(order, em.body.unravel(Affine.var(LINEAR), [dims[d] for d in order])):
             coords[d] = c
-        em.identity = linear_offset(coords, [int(s) for s in first.strides()])
+        em.identity = linear_offset(coords, _strides(first))
         for k, (root, shape) in enumerate(zip(roots, outputs)):
             v = em.value(root, coords, TAIL_MASK)
-            offset = Affine.var(LINEAR) if shape.layout == first.layout else linear_offset(
-                coords, [int(s) for s in shape.strides()])
+            offset = Affine.var(LINEAR) if shape.layout == first.layout else linear_offset(coords, _strides(shape))
             em.body.add("store", None, False, ptr=f"out{k}", offset=offset, x=v.name, mask=TAIL_MASK)
+    symbols = kernel_symbols(*inputs, *outputs, *(i.shape for i in comp.instructions))
     params = [f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
+    params += [f"sym_{s}" for s in symbols]
     try:
-        source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=n, body=em.body.live(),
+        source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=em.body.live(),
                         int64=em.body.index_dtype == "s64", linear=LINEAR, tail_mask=TAIL_MASK)
     except jinja2.UndefinedError as e:
         ops = sorted({f"{s['op']} on {s['dtype']}" for s in em.body.stmts if s["kind"] == "op"})
         raise UnsupportedError(f"%{inst.name}: no loop kernel code for one of {', '.join(ops)} ({e})") from e
-    gpu_block = min(GPU_BLOCK, max(128, next_pow2(n)))
-    interpreter_block = min(INTERPRETER_BLOCK, next_pow2(max(n, 1)))
+    hint = _upper(n)  # tiles are chosen for the largest size in range
+    gpu_block = min(GPU_BLOCK, max(128, next_pow2(hint)))
+    interpreter_block = min(INTERPRETER_BLOCK, next_pow2(max(hint, 1)))
     return Kernel(
         name=kernel_name,
         template=TEMPLATE,
         source=source,
-        arg_types=[triton_pointer(s) for s in inputs + outputs],
-        gpu=LaunchConfig({"BLOCK": gpu_block}, (max(1, cdiv(n, gpu_block)), 1, 1), num_warps=4),
-        interpreter=LaunchConfig({"BLOCK": interpreter_block}, (max(1, cdiv(n, interpreter_block)), 1, 1)),
-        flops=n * em.ops,
-        extra={"numel": n, "index_dtype": em.body.index_dtype},
+        arg_types=[triton_pointer(s) for s in inputs + outputs] + ["i32"] * len(symbols),
+        gpu=LaunchConfig({"BLOCK": gpu_block}, (grid_size(n, gpu_block), 1, 1), num_warps=4),
+        interpreter=LaunchConfig({"BLOCK": interpreter_block}, (grid_size(n, interpreter_block), 1, 1)),
+        flops=hint * em.ops,
+        extra={"numel": n if isinstance(n, int) else str(n), "index_dtype": em.body.index_dtype},
+        scalars=symbols,
     )
 
 

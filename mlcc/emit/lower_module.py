@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 # Importing the lowering modules registers their templates in LOWERINGS.
 from mlcc.emit import kernel as _kernel
+from mlcc.emit.indexing import symbol_ranges
 from mlcc.emit.kernel import Kernel, lower, lowering_key
 from mlcc.emit.tiling import TILINGS, Tiling, configure_targets
 from mlcc.errors import InternalError, UnsupportedError
@@ -80,6 +81,13 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
     missing = sorted({lowering_key(i) for i in plan.steps if lowering_key(i) not in _kernel.LOWERINGS})
     if missing:
         raise UnsupportedError(f"no kernel template for {', '.join(missing)}")
+    with symbol_ranges(module.symbols):
+        _lower_steps(plan, targets, tuning, kernels, by_key, launches)
+    return kernels, launches
+
+
+def _lower_steps(plan: BufferPlan, targets: Sequence[str], tuning: TuningDb | None, kernels: dict[str, Kernel],
+                 by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
     for inst in plan.steps:
         try:
             draft = lower(inst, PLACEHOLDER)
@@ -97,4 +105,3 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
             kernels[name] = kernel
             by_key[key] = name
         launches.append((inst, name))
-    return kernels, launches

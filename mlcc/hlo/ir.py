@@ -73,6 +73,16 @@ class Shape:
     def nbytes(self) -> int:
         return self.numel() * DTYPE_BYTES[self.dtype]
 
+    def numel_expr(self) -> Dim:
+        """The element count, symbolic when a dim is (canonical text, see mlcc/hlo/symbolic.py)."""
+        from mlcc.hlo.symbolic import product
+        return product(self.dims)
+
+    def upper_numel(self, ranges: dict[str, tuple[int, int]]) -> int:
+        """The largest element count over the symbols' ranges."""
+        from mlcc.hlo.symbolic import upper
+        return upper(self.numel_expr(), ranges)
+
     def with_dtype(self, dtype: str) -> "Shape":
         return Shape(dtype, self.dims, self.layout)
 
@@ -246,6 +256,8 @@ class Module:
     is_scheduled: bool = False
     buffer_plan: Any = None  # mlcc.hlo.buffer_assignment.BufferPlan once assigned
     stats: dict[str, Any] = field(default_factory=dict)  # facts passes record for the manifest (e.g. "unfused")
+    # Each symbolic dim's inclusive range of sizes (mlcc/hlo/symbolic.py); size decisions use the upper end.
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def entry(self) -> Computation:

@@ -11,6 +11,7 @@ from typing import Any
 
 from mlcc.hlo.ir import DTYPES, Computation, Instruction, Module, Shape, TupleShape, AnyShape
 from mlcc.hlo.opcodes import OPCODES
+from mlcc.hlo.symbolic import SymbolicError, dim_of
 
 
 class ParseError(ValueError):
@@ -24,7 +25,7 @@ _TOKEN = re.compile(r"""
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<number>-?(?:inf|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)(?![A-Za-z_]))
   | (?P<word>[A-Za-z_][A-Za-z0-9_.>\-]*)
-  | (?P<punct>[=,(){}\[\]])
+  | (?P<punct>[=,(){}\[\]*+])
 """, re.VERBOSE)
 
 
@@ -118,15 +119,40 @@ class _Parser:
             return ()
         while True:
             kind, text, _, _ = tok = self.lx.next()
-            if kind == "number" and "." not in text:
+            if kind == "number" and "." not in text and not (allow_words and self.lx.peek()[1] in "*+"):
                 out.append(int(text))
-            elif kind == "word" and allow_words:
-                out.append(text)
+            elif kind in ("word", "number") and allow_words:
+                out.append(self.dim_expr(tok))
             else:
                 raise self.lx.error("expected a dimension", tok)
             if self.lx.accept(close):
                 return tuple(out)
             self.lx.expect(",")
+
+    def symbol_ranges(self) -> dict[str, tuple[int, int]]:
+        """``{seq={1,64}, past={0,12}}``: each symbol's inclusive range."""
+        self.lx.expect("{")
+        out: dict[str, tuple[int, int]] = {}
+        while not self.lx.accept("}"):
+            if out:
+                self.lx.expect(",")
+            kind, name, _, _ = tok = self.lx.next()
+            if kind != "word":
+                raise self.lx.error("expected a symbol name", tok)
+            self.lx.expect("=")
+            lo, hi = self.int_list("{", "}", allow_words=False)
+            out[name] = (lo, hi)
+        return out
+
+    def dim_expr(self, first: tuple[str, str, int, int]) -> Any:
+        """A symbolic dim: words, numbers, '*' and '+' up to the next ',' or ']' (canonicalized)."""
+        parts = [first[1]]
+        while self.lx.peek()[1] in ("*", "+") or (parts[-1] in ("*", "+") and self.lx.peek()[0] in ("word", "number")):
+            parts.append(self.lx.next()[1])
+        try:
+            return dim_of(" ".join(parts))
+        except SymbolicError as e:
+            raise self.lx.error(f"bad dimension: {e}", first) from None
 
     def shape(self) -> AnyShape:
         if self.lx.accept("("):
@@ -229,6 +255,9 @@ class _Parser:
         while has_header and self.lx.accept(","):
             kind, key, _, _ = tok = self.lx.next()
             self.lx.expect("=")
+            if key == "symbols":
+                module.symbols = self.symbol_ranges()
+                continue
             val = self.value()
             if key == "is_scheduled":
                 module.is_scheduled = bool(val)

@@ -11,8 +11,10 @@ expressions a bundle's manifest holds, with no compiler module imported.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
-from typing import Mapping, Sequence, Union
+from typing import Iterator, Mapping, Sequence, Union
 
 Monomial = tuple[str, ...]  # symbol names, sorted, repeated for powers; () is the constant term
 
@@ -301,3 +303,23 @@ def parse(text: str) -> Sym:
     if at != len(tokens):
         raise SymbolicError(f"unexpected '{tokens[at]}' in size expression '{text}'")
     return out
+
+
+
+# The symbols' ranges (Module.symbols) while a pass or a lowering works on a module: where a decision
+# depends on a size, a symbolic one counts at the values its range allows.
+_RANGES: contextvars.ContextVar[Mapping[str, tuple[int, int]]] = contextvars.ContextVar("mlcc_symbol_ranges",
+                                                                                        default={})
+
+
+@contextlib.contextmanager
+def symbol_ranges(ranges: Mapping[str, tuple[int, int]]) -> Iterator[None]:
+    token = _RANGES.set(dict(ranges))
+    try:
+        yield
+    finally:
+        _RANGES.reset(token)
+
+
+def current_ranges() -> Mapping[str, tuple[int, int]]:
+    return _RANGES.get()

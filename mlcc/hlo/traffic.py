@@ -3,13 +3,19 @@ except that a gather reads only the rows it gathers (an embedding table is not r
 
 from __future__ import annotations
 
-from mlcc.hlo.ir import Instruction
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+from mlcc.hlo.symbolic import current_ranges
 
 GATHERS = frozenset({"gather", "gather-nd", "gather-elements"})
 
 
 def _bytes(inst: Instruction) -> int:
-    return inst.shape.nbytes() if not inst.shape.is_tuple and inst.shape.is_static else 0
+    """Bytes of inst's value; a symbolic size counts at the largest value of its range (current_ranges)."""
+    if inst.shape.is_tuple:
+        return 0
+    if inst.shape.is_static:
+        return inst.shape.nbytes()
+    return inst.shape.upper_numel(current_ranges()) * DTYPE_BYTES[inst.shape.dtype]
 
 
 def _param_read_bytes(param: Instruction, full: int) -> int:

@@ -18,8 +18,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.runtime.physical import from_physical, to_physical
+from mlcc.runtime.sizes import SizeError, eval_size
 
-SUPPORTED_SCHEMAS = (1, 2)   # 2: a binary may need the grid of its own config (mlcc/emit/bundle.py)
+# 2: a binary may need the grid of its own config; 3: symbolic sizes (mlcc/emit/bundle.py)
+SUPPORTED_SCHEMAS = (1, 2, 3)
 
 
 class BundleError(Exception):
@@ -159,12 +161,36 @@ class Executable:
         self._fns[name] = fn
         return fn
 
-    def _grid(self, kernel: dict, launch: dict) -> tuple:
+    def _grid(self, kernel: dict, launch: dict, env: Mapping[str, int]) -> tuple:
         """The grid of the binary this device runs: its own config's where it has one, else the schedule's."""
         config = kernel["binaries"].get(self._arch, {}).get("config")
-        return tuple(config["grid"] if config else launch["grid"])
+        return tuple(eval_size(g, env) for g in (config["grid"] if config else launch["grid"]))
 
     # ---- running
+    def _bind_symbols(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """Each symbol's value, read off the inputs' shapes; BundleError naming the input and dim when a
+        shape disagrees with the manifest or a size is outside the symbol's range."""
+        ranges = self.manifest.get("symbols", {})
+        env: dict[str, int] = {}
+        for s in self.manifest["inputs"]:  # a dim that is a bare symbol name binds it
+            for k, (d, n) in enumerate(zip(s["shape"], arrays[s["name"]].shape)):
+                if isinstance(d, str) and d in ranges and d not in env:
+                    lo, hi = ranges[d]
+                    if not lo <= n <= hi:
+                        raise BundleError(f"input '{s['name']}': dim {k} ('{d}') is {n}, the bundle was built "
+                                          f"for {d} in {lo}..{hi}")
+                    env[d] = int(n)
+        for s in self.manifest["inputs"]:
+            arr = arrays[s["name"]]
+            try:
+                want = [eval_size(d, env) for d in s["shape"]]
+            except SizeError as e:
+                raise BundleError(f"input '{s['name']}': shape {s['shape']}: {e}") from None
+            if list(arr.shape) != want:
+                raise BundleError(f"input '{s['name']}': shape {list(arr.shape)}, the bundle expects "
+                                  f"{s['shape']}" + (f" = {want} with {_show(env)}" if env else ""))
+        return env
+
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         spec = {i["name"]: i for i in self.manifest["inputs"]}
         missing = [n for n in spec if n not in inputs]
@@ -179,7 +205,7 @@ class Executable:
                 if not np.can_cast(arr.dtype, want, casting="same_kind"):
                     raise BundleError(f"input '{name}': dtype {arr.dtype}, the bundle expects {want}")
                 arr = arr.astype(want)
-            if list(arr.shape) != list(s["shape"]):
+            if len(arr.shape) != len(s["shape"]):
                 raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s['shape']}")
             out[name] = arr
         return out
@@ -187,12 +213,14 @@ class Executable:
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         import torch
         arrays = self._check_inputs(inputs)
+        env = self._bind_symbols(arrays)
         buffers = dict(self._static)
         for s in self.manifest["inputs"]:
             phys = to_physical(arrays[s["name"]], s["layout"])
             buffers[s["buffer"]] = _typed(_as_bytes_tensor(phys, self.device), s["numpy_dtype"])
+        out_dims = {s["name"]: [eval_size(d, env) for d in s["shape"]] for s in self.manifest["outputs"]}
         for s in self.manifest["outputs"]:
-            n = int(np.prod(s["shape"], dtype=np.int64))
+            n = int(np.prod(out_dims[s["name"]], dtype=np.int64))
             buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)
         cpu = self.device == "cpu"
         for step, launch in enumerate(self.manifest["schedule"]):
@@ -200,12 +228,12 @@ class Executable:
             fn = self._function(launch["kernel"])
             if self.streamer is not None:
                 self.streamer.before_step(step, buffers)
-            args = [buffers[b] for b in launch["args"]]
+            args = [buffers[b] for b in launch["args"]] + [env[s] for s in launch.get("scalars", ())]
             if cpu:
                 cfg = k["interpreter"]
-                fn[tuple(cfg["grid"])](*args, **cfg["constexprs"])
+                fn[tuple(eval_size(g, env) for g in cfg["grid"])](*args, **cfg["constexprs"])
             else:
-                fn(self._grid(k, launch), args, k)
+                fn(self._grid(k, launch, env), args, k)
             if self.streamer is not None:
                 self.streamer.after_step(step)
         if not cpu:
@@ -214,7 +242,7 @@ class Executable:
         for s in self.manifest["outputs"]:
             flat = _to_numpy(buffers[s["buffer"]], _numpy_dtype(s["numpy_dtype"]))
             # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
-            result[s["name"]] = np.array(from_physical(flat, s["shape"], s["layout"]), order="C")
+            result[s["name"]] = np.array(from_physical(flat, out_dims[s["name"]], s["layout"]), order="C")
         return result
 
     @property
@@ -224,6 +252,10 @@ class Executable:
     @property
     def output_names(self) -> list[str]:
         return [o["name"] for o in self.manifest["outputs"]]
+
+
+def _show(env: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
 def load(path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> Executable:

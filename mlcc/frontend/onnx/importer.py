@@ -37,7 +37,7 @@ InputShapes = dict[str, list[int | str]]
 
 
 def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShapes | None = None,
-                name: str | None = None) -> Module:
+                name: str | None = None, dim_ranges: dict[str, tuple[int, int]] | None = None) -> Module:
     """Import an ONNX model (a path or a ModelProto) as an IR module.
 
     ``shapes`` overrides the dims of graph inputs by input name (ints or
@@ -61,6 +61,7 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
     proto, symbols = _prepare(proto, label, shapes or {})
     module_name = sanitize_identifier(name or default_name)
     module = _GraphImporter(proto, label, module_name, symbols, mapped).run()
+    module.symbols = dict(sorted((dim_ranges or {}).items()))
     module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
     return module
 

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 from mlcc.errors import InternalError
 from mlcc.hlo.ir import Module
 from mlcc.hlo.printer import format_module
+from mlcc.hlo.symbolic import symbol_ranges
 from mlcc.hlo.verifier import VerifierError, verify_module
 
 
@@ -66,7 +67,8 @@ class Pipeline(Pass):
         if options.dump_dir is not None:
             options.dump_dir.mkdir(parents=True, exist_ok=True)
             self._dump(module, "input", options)
-        return self._run_list(module, self.passes, options)
+        with symbol_ranges(module.symbols):  # size decisions on symbolic dims use their ranges
+            return self._run_list(module, self.passes, options)
 
     def _run_list(self, module: Module, passes: Sequence[Pass], options: PipelineOptions) -> bool:
         changed_any = False
