@@ -14,9 +14,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from mlcc.emit.indexing import Size, interval, size
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.symbolic import as_sym
 
 INT32_LIMIT = 2**31 - 1
 MAX_GRID_Y = 65535   # CUDA's limit on grid axes 1 and 2
@@ -24,8 +26,8 @@ MAX_GRID_Y = 65535   # CUDA's limit on grid axes 1 and 2
 
 @dataclass(frozen=True)
 class Axis:
-    size: int
-    strides: tuple[int, ...]
+    size: Size                 # a symbolic size renders in a template as the kernel's expression for it
+    strides: tuple[Size, ...]
 
 
 def static_dims(shape: Shape, inst: Instruction) -> tuple[int, ...]:
@@ -38,6 +40,27 @@ def strides(shape: Shape) -> tuple[int, ...]:
     return tuple(int(s) for s in shape.strides())
 
 
+def kernel_dims(shape: Shape) -> tuple[Size, ...]:
+    """The dims as a kernel sees them: ints, and symbolic ones as Sym (sizes it takes at run time)."""
+    return tuple(d if isinstance(d, int) else size(as_sym(d)) for d in shape.dims)
+
+
+def kernel_strides(shape: Shape) -> tuple[Size, ...]:
+    """Element strides under the layout, symbolic where a more minor dim is."""
+    dims = kernel_dims(shape)
+    out: list[Size] = [0] * shape.rank
+    step: Size = 1
+    for d in shape.layout:
+        out[d] = step
+        step = size(step * dims[d])
+    return tuple(out)
+
+
+def upper(n: Size) -> int:
+    """The largest value of a size over its symbols' ranges: what tiles are chosen for."""
+    return interval(size(n))[1]
+
+
 def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
     """Drop size-1 axes and fuse neighbours (major, then minor) that every tensor steps through as one."""
     merged: list[Axis] = []
@@ -45,7 +68,7 @@ def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
         if ax.size == 1:
             continue
         if merged and all(p == s * ax.size for p, s in zip(merged[-1].strides, ax.strides)):
-            merged[-1] = Axis(merged[-1].size * ax.size, ax.strides)
+            merged[-1] = Axis(size(merged[-1].size * ax.size), ax.strides)
         else:
             merged.append(ax)
     return merged
@@ -53,19 +76,19 @@ def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
 
 def by_stride(axes: Sequence[Axis], which: int = 0) -> list[Axis]:
     """Axes ordered major to minor by one tensor's strides, so the flat index walks it in memory order."""
-    return sorted(axes, key=lambda ax: -ax.strides[which])
+    return sorted(axes, key=lambda ax: -upper(ax.strides[which]))
 
 
-def numel(dims: Sequence[int]) -> int:
-    n = 1
+def numel(dims: Sequence[Size]) -> Size:
+    n: Size = 1
     for d in dims:
-        n *= d
+        n = size(n * d)
     return n
 
 
 def is_wide(*shapes: Shape) -> bool:
     """True when some offset may not fit in int32, so a kernel must index in int64."""
-    return any(s.numel() > INT32_LIMIT for s in shapes)
+    return any(upper(size(as_sym(s.numel_expr()))) > INT32_LIMIT for s in shapes)
 
 
 def clamp_pow2(n: int, lo: int, hi: int) -> int:

@@ -24,8 +24,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlcc.emit.coords import is_wide
-from mlcc.emit.indexing import Affine, Body, Mask
+from mlcc.emit.coords import is_wide, kernel_dims
+from mlcc.emit.indexing import Affine, Body, Mask, Size, interval, size
 from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.views import affine_view
@@ -86,7 +86,7 @@ class TileEmitter(LoopEmitter):
     op's value) is read from it instead of being computed.
     """
 
-    def __init__(self, fusion: Instruction, prefix: str, shape: str, space: Sequence[int],
+    def __init__(self, fusion: Instruction, prefix: str, shape: str, space: Sequence[Size],
                  lanes: Sequence[Lanes], wide: bool) -> None:
         super().__init__([op.shape for op in fusion.operands], "s64" if wide else "s32")
         self.shape = shape
@@ -99,11 +99,11 @@ class TileEmitter(LoopEmitter):
     def _unravel(self, space: Sequence[int], lanes: Sequence[Lanes]) -> Coords:
         coords = [Affine()] * len(space)
         for lane in lanes:
-            sizes = [int(space[d]) for d in lane.dims]
-            count = 1
+            sizes = [space[d] for d in lane.dims]
+            count: Size = 1
             for n in sizes:
-                count *= n
-            self.body.bound(lane.var, 0, max(count - 1, 0))
+                count = size(count * n)
+            self.body.bound(lane.var, 0, max(interval(count)[1] - 1, 0))
             for d, c in zip(lane.dims, self.body.unravel(Affine.var(lane.var), sizes)):
                 coords[d] = c
         return tuple(coords)
@@ -138,7 +138,7 @@ class TileEmitter(LoopEmitter):
 def broadcast_coords(coords: Coords, shape: Shape) -> Coords:
     """The coordinates of a value broadcast numpy-style (trailing dims aligned, size 1 repeated)."""
     lead = len(coords) - shape.rank
-    return tuple(Affine() if int(n) == 1 else coords[lead + j] for j, n in enumerate(shape.dims))
+    return tuple(Affine() if n == 1 else coords[lead + j] for j, n in enumerate(shape.dims))
 
 
 def heavy_op(fusion: Instruction, opcodes: Collection[str]) -> Instruction:
@@ -164,8 +164,8 @@ def heavy_ops(fusion: Instruction, opcodes: Collection[str]) -> list[Instruction
         if not any(inst is h for h in found) and (inst.opcode not in FUSIBLE_OPS or inst.opcode in _OWN_LOOPS):
             raise UnsupportedError(f"%{fusion.name}: %{inst.name} ({inst.opcode}) cannot be fused into the "
                                    f"{found[0].opcode}'s kernel")
-        if not inst.shape.is_static or inst.shape.is_tuple:
-            raise UnsupportedError(f"%{fusion.name}: fused kernels need static array shapes, %{inst.name} is "
+        if inst.shape.is_tuple:
+            raise UnsupportedError(f"%{fusion.name}: fused kernels need array shapes, %{inst.name} is "
                                    f"{inst.shape}")
     return found
 
@@ -200,7 +200,7 @@ def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, 
     each (instruction, variable) of ``also`` for another op at the same coordinates (a second
     convolution's accumulator); and the ops it costs per element."""
     root = check_root(fusion, heavy)
-    em = TileEmitter(fusion, "e_", shape, [int(d) for d in heavy.shape.dims], lanes, wide)
+    em = TileEmitter(fusion, "e_", shape, kernel_dims(heavy.shape), lanes, wide)
     em.bind(heavy, acc, acc_dtype)
     for inst, var in also:
         em.bind(inst, var, acc_dtype)

@@ -23,6 +23,7 @@ import jinja2
 
 from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
 
 
 @dataclass
@@ -72,6 +73,23 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def grid_size(n: "int | Sym", block: int) -> int | str:
+    """Programs for n items in blocks of block: a number, or the expression the runtime evaluates
+    (mlcc/runtime/sizes.py) when n is symbolic."""
+    if isinstance(n, int):
+        return max(1, cdiv(n, block))
+    return f"max(1, cdiv({n}, {block}))"
+
+
+def kernel_symbols(*shapes: Shape) -> list[str]:
+    """The symbols a kernel over these shapes takes as run-time arguments (``sym_<name>``, sorted)."""
+    names: set[str] = set()
+    for s in shapes:
+        for e in (s.elements if s.is_tuple else (s,)):
+            names.update(symbols_of(e.dims))
+    return sorted(names)
+
+
 def next_pow2(n: int) -> int:
     p = 1
     while p < n:
@@ -110,7 +128,8 @@ def render(template: str, **context: Any) -> str:
     name = context.get("kernel_name")
     if name is not None and not _IDENT.match(name):
         raise ValueError(f"kernel name {name!r} is not a mangled identifier")
-    source = _env().get_template(template).render(**context)
+    with sizes_as_code():  # a symbolic size renders as the expression over the kernel's sym_ arguments
+        source = _env().get_template(template).render(**context)
     ast.parse(source)
     return source
 

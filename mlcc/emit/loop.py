@@ -26,7 +26,8 @@ import jinja2
 
 from mlcc.emit.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
                                 row_major_strides, size, size_code)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, triton_pointer
+from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
+                              triton_pointer)
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
@@ -541,22 +542,6 @@ def _upper(n: Size) -> int:
 def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[Shape]) -> str:
     shapes = list(inputs) + list(outputs) + [i.shape for i in comp.instructions if not i.shape.is_tuple]
     return "s64" if max(_upper(size(as_sym(s.numel_expr()))) for s in shapes) > INT32_SAFE else "s32"
-
-
-def kernel_symbols(*shapes: Shape) -> list[str]:
-    """The symbols a kernel over these shapes takes as run-time arguments (``sym_<name>``, sorted)."""
-    names: set[str] = set()
-    for s in shapes:
-        for e in (s.elements if s.is_tuple else (s,)):
-            names.update(symbols_of(e.dims))
-    return sorted(names)
-
-
-def grid_size(n: Size, block: int) -> int | str:
-    """Programs for n elements in blocks: a number, or the expression the runtime evaluates."""
-    if isinstance(n, int):
-        return max(1, cdiv(n, block))
-    return f"max(1, cdiv({n}, {block}))"
 
 
 def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:

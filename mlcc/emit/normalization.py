@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mlcc.emit.coords import Axis, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
+from mlcc.emit.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
+                              static_dims, strides, upper)
+from mlcc.emit.indexing import Size
+from mlcc.errors import UnsupportedError
 from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
+                              triton_pointer)
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
 
@@ -29,9 +33,12 @@ def _compute_type(dtype: str) -> str:
     return tl_type(_compute_dtype(dtype))
 
 
-def _row_launch(num_rows: int, row_size: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+def _row_launch(num_rows: Size, row_size: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
     """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
-    warps: 64-lane wavefronts on AMD, so half as many there)."""
+    warps: 64-lane wavefronts on AMD, so half as many there). A symbolic number of rows gets the tiles
+    of the most rows its range allows, and a grid the runtime evaluates."""
+    rows = num_rows
+    num_rows = upper(num_rows)
     if interpreter:
         block_c = clamp_pow2(row_size, 1, 16384)
         block_rows = clamp_pow2(num_rows, 1, max(1, 65536 // block_c))
@@ -43,7 +50,7 @@ def _row_launch(num_rows: int, row_size: int, interpreter: bool, spec: GpuSpec =
         threads = 64 if tile <= 256 else (128 if tile <= 2048 else 256)
         warps = max(1, threads // spec.warp_size)
     return LaunchConfig({"BLOCK_ROWS": block_rows, "BLOCK_C": block_c},
-                        (max(1, cdiv(num_rows, block_rows)), 1, 1), num_warps=warps, num_stages=1)
+                        (grid_size(rows, block_rows), 1, 1), num_warps=warps, num_stages=1)
 
 
 def _row_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
@@ -57,17 +64,21 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
                 fusion: Instruction | None = None) -> Kernel:
     """Rows over the dims not in `normalized`; columns over `normalized`, whose params (if any) follow x."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
-    dims = static_dims(x, inst)
-    xs, os = strides(x), strides(out)
+    dims = kernel_dims(x)
+    xs, os = kernel_strides(x), kernel_strides(out)
     params = [p.shape for p in inst.operands[1:]]
-    param_strides = [strides(p) for p in params]
+    param_strides = [kernel_strides(p) for p in params]
     rows = [d for d in range(x.rank) if d not in normalized]
     row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows]))
     col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
                           for j, d in enumerate(normalized))
     num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
+    if not isinstance(row_size, int):
+        raise UnsupportedError(f"%{inst.name} ({inst.opcode}): rows of symbolic length {row_size} (a row kernel "
+                               "takes a symbolic number of rows, each of a static length)")
+    hint = upper(num_rows)  # tiles for the most rows the range allows
     per_element = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "rms_norm": 4}[op]
-    flops = per_element * x.numel()
+    flops = per_element * hint * row_size
     names = ["in0", *[f"in{i + 1}" for i in range(len(params))], "out0"]
     pointers = [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)]
     wide = is_wide(x)
@@ -77,23 +88,26 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
         wide = needs_int64(fusion, x)
         sections, ops = _fused_sections(inst, fusion, rows, normalized, wide)
-        flops += ops * x.numel()
+        flops += ops * hint * row_size
+    symbols = kernel_symbols(x, out, *params) if fusion is None else kernel_symbols(
+        out, *(o.shape for o in fusion.operands), *(i.shape for i in fusion.called.instructions))
+    names = names + [f"sym_{n}" for n in symbols]
     source = render("row_norm.py.jinja", kernel_name=kernel_name, params=names, op=op, num_rows=num_rows,
                     row_size=row_size, row_axes=row_axes, col_axes=col_axes, epsilon=epsilon,
                     compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide, **sections)
-    return Kernel(kernel_name, "row_norm.py.jinja", source, pointers,
+    return Kernel(kernel_name, "row_norm.py.jinja", source, pointers + ["i32"] * len(symbols),
                   gpu=_row_launch(num_rows, row_size, interpreter=False),
                   interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops,
-                  extra={"problem": {"rows": num_rows, "row_size": row_size}})
+                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols)
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],
                     wide: bool) -> tuple[dict[str, Section | None], int]:
     """x, the scale and the bias at a chunk's lanes (rows by columns), then the fused root from y."""
     x = inst.operands[0].shape
-    xs = strides(x)
-    row_order = tuple(sorted(rows, key=lambda d: -xs[d]))  # the order of row_axes' flat index
-    em = TileEmitter(fusion, "f_", "BLOCK_ROWS, BLOCK_C", [int(d) for d in x.dims],
+    xs = kernel_strides(x)
+    row_order = tuple(sorted(rows, key=lambda d: -upper(xs[d])))  # the order of row_axes' flat index
+    em = TileEmitter(fusion, "f_", "BLOCK_ROWS, BLOCK_C", kernel_dims(x),
                      [Lanes("lane_rows", row_order), Lanes("lane_c", tuple(normalized))], wide)
     em.section(inst.operands[0])
     for param in inst.operands[1:]:  # the scale and the bias, at the columns only

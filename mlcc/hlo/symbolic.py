@@ -167,7 +167,11 @@ class Sym:
         return bool(self.terms)
 
     def __str__(self) -> str:
+        if _AS_CODE.get():
+            return self.code()
         return _format(self.terms, lambda s: s)
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731  (f-strings follow str())
 
     def __repr__(self) -> str:
         return f"Sym({self})"
@@ -304,6 +308,20 @@ def parse(text: str) -> Sym:
         raise SymbolicError(f"unexpected '{tokens[at]}' in size expression '{text}'")
     return out
 
+
+
+# While a kernel template renders, str(Sym) is source code over the kernel's sym_ arguments, so a size
+# passed to a template prints as the expression the kernel computes (mlcc/emit/kernel.render).
+_AS_CODE: contextvars.ContextVar[bool] = contextvars.ContextVar("mlcc_sizes_as_code", default=False)
+
+
+@contextlib.contextmanager
+def sizes_as_code() -> Iterator[None]:
+    token = _AS_CODE.set(True)
+    try:
+        yield
+    finally:
+        _AS_CODE.reset(token)
 
 
 # The symbols' ranges (Module.symbols) while a pass or a lowering works on a module: where a decision
