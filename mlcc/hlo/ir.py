@@ -246,6 +246,7 @@ class Module:
     is_scheduled: bool = False
     buffer_plan: Any = None  # mlcc.hlo.buffer_assignment.BufferPlan once assigned
     stats: dict[str, Any] = field(default_factory=dict)  # facts passes record for the manifest (e.g. "unfused")
+    symbols: dict[str, tuple[int, int]] = field(default_factory=dict)  # symbolic dim -> inclusive (lo, hi) range
 
     @property
     def entry(self) -> Computation:
