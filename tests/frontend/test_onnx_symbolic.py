@@ -231,3 +231,48 @@ def test_dim_names_become_identifiers_and_ranges_follow() -> None:
     assert module.symbols == {"batch_size": (1, 8)}
     with pytest.raises(InvalidModelError, match="not a symbolic dim"):
         import_onnx(model, dim_ranges={"seq": (1, 8)})
+
+
+def _past_and_seq_nodes() -> list[onnx.NodeProto]:
+    """past = k.shape[0], seq = q.shape[0] (scalars), total = past + seq."""
+    return [helper.make_node("Shape", ["k"], ["ks"]), helper.make_node("Gather", ["ks", "zero"], ["past"], axis=0),
+            helper.make_node("Shape", ["q"], ["qs"]), helper.make_node("Gather", ["qs", "zero"], ["seq"], axis=0),
+            helper.make_node("Add", ["past", "seq"], ["total"])]
+
+
+def _kv_feeds(env: dict[str, int]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(env["past"] * 10 + env["seq"])
+    return {"k": rng.standard_normal((env["past"], 4)).astype(np.float32),
+            "q": rng.standard_normal((env["seq"], 4)).astype(np.float32)}
+
+
+def test_range_from_symbolic_start_counts_positions_after_the_cache() -> None:
+    nodes = _past_and_seq_nodes() + [
+        helper.make_node("Range", ["past", "total", "one"], ["pos"]),
+        helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["posf", "axes1"], ["col"]),
+        helper.make_node("Add", ["q", "col"], ["out"])]
+    model = model_of(nodes, [vi("k", ["past", 4]), vi("q", ["seq", 4])], [vi("out", ["seq", 4])],
+                     [ints("zero", 0), ints("one", 1), ints("axes1", [1])])
+    module = import_onnx(model, dim_ranges={"past": (0, 16), "seq": (1, 16)})
+    assert module.entry.root.shape.elements[0].dims == ("seq", 4)
+    check_against_ort(model, module, _kv_feeds, [{"past": 0, "seq": 3}, {"past": 5, "seq": 1}])
+
+
+def test_causal_mask_with_symbolic_diagonal() -> None:
+    """torch's ones(seq, past + seq).tril(diagonal=past), the mask of a decoder with a KV cache."""
+    nodes = _past_and_seq_nodes() + [
+        helper.make_node("Unsqueeze", ["seq", "axes0"], ["seq1"]),
+        helper.make_node("Unsqueeze", ["total", "axes0"], ["total1"]),
+        helper.make_node("Concat", ["seq1", "total1"], ["mask_shape"], axis=0),
+        helper.make_node("ConstantOfShape", ["mask_shape"], ["ones"],
+                         value=numpy_helper.from_array(np.array([1.0], np.float32))),
+        helper.make_node("Trilu", ["ones", "past"], ["mask"], upper=0),
+        helper.make_node("Concat", ["k", "q"], ["kv"], axis=0),
+        helper.make_node("MatMul", ["mask", "kv"], ["out"])]
+    model = model_of(nodes, [vi("k", ["past", 4]), vi("q", ["seq", 4])], [vi("out", ["seq", 4])],
+                     [ints("zero", 0), ints("axes0", [0])])
+    module = import_onnx(model, dim_ranges={"past": (0, 16), "seq": (1, 16)})
+    assert module.entry.root.shape.elements[0].dims == ("seq", 4)
+    assert not shape_constants(module)
+    check_against_ort(model, module, _kv_feeds, [{"past": 0, "seq": 3}, {"past": 4, "seq": 2}])

@@ -564,7 +564,7 @@ def _symbolic_range(b: Builder, node: OnnxNode) -> Instruction:
     if not isinstance(delta, int) or delta == 0:
         raise node.unsupported(f"a delta of {delta} with a symbolic start or limit")
     if not isinstance(start, int):
-        raise node.unsupported(f"a symbolic start ({start}): it would be data computed from a dim")
+        return _range_from_symbolic_start(b, node, start, limit, delta)
     span = as_sym(limit) - start
     try:
         n = (span + (delta - 1)) // delta if delta > 0 else (-span + (-delta - 1)) // -delta
@@ -579,6 +579,17 @@ def _symbolic_range(b: Builder, node: OnnxNode) -> Instruction:
     if start != 0:
         y = b.op("add", [y, full(b, start, dtype, y.shape.dims)])
     return y
+
+
+def _range_from_symbolic_start(b: Builder, node: OnnxNode, start: Sym, limit: int | Sym, delta: int) -> Instruction:
+    """range(past, past + seq): the IR has no op reading a symbol as data, but iota(limit)[start:limit] is it."""
+    ranges = node.ctx.ranges
+    if delta != 1 or not at_most(0, start, ranges) or not at_most(start, limit, ranges):
+        raise node.unsupported(f"range({start}, {limit}, {delta}): a symbolic start needs delta 1 and "
+                               "0 <= start <= limit (give dim_ranges)")
+    dtype = node.dtype(0)
+    y = b.op("iota", [], Shape(dtype, (dim_of(limit),)), iota_dimension=0)
+    return b.op("slice", [y], start_indices=(dim_of(start),), limit_indices=(dim_of(limit),), strides=(1,))
 
 
 @onnx_op("EyeLike", since=9)
@@ -596,15 +607,33 @@ def import_trilu(b: Builder, node: OnnxNode) -> list[Result]:
     dims = x.shape.dims
     if len(dims) < 2:
         raise node.error("input must have rank >= 2")
-    k = int(node.const(1, "k")) if node.has_input(1) else 0
+    k = node.sizes(1, "k")[0] if node.has_input(1) else 0
     n, m = dims[-2:]
-    idx = Shape("s64", (n, m))
-    rows = b.op("iota", [], idx, iota_dimension=0)
-    cols = b.op("iota", [], idx, iota_dimension=1)
-    shifted = b.op("add", [rows, full(b, k, "s64", (n, m))])
+    if isinstance(k, int):
+        idx = Shape("s64", (n, m))
+        rows = b.op("iota", [], idx, iota_dimension=0)
+        cols = b.op("iota", [], idx, iota_dimension=1)
+        shifted = b.op("add", [rows, full(b, k, "s64", (n, m))])
+    elif at_most(0, k, node.ctx.ranges):  # cols vs rows + k
+        cols, shifted = b.op("iota", [], Shape("s64", (n, m)), iota_dimension=1), _shifted_iota(b, (n, m), 0, k)
+    elif at_most(k, 0, node.ctx.ranges):  # cols - k vs rows
+        cols, shifted = _shifted_iota(b, (n, m), 1, -k), b.op("iota", [], Shape("s64", (n, m)), iota_dimension=0)
+    else:
+        raise node.unsupported(f"the sign of the diagonal k = {k} is not known (give dim_ranges)")
     keep = b.op("compare", [cols, shifted], direction="GE" if node.attr("upper", 1) else "LE")
     keep = broadcast_in_dims(b, keep, dims, [len(dims) - 2, len(dims) - 1])
     return [b.op("select", [keep, x, full(b, 0, x.shape.dtype, dims)])]
+
+
+def _shifted_iota(b: Builder, dims: Sequence[Dim], axis: int, shift: Sym) -> Instruction:
+    """Indices along ``axis`` plus a symbolic shift >= 0: a longer iota sliced from ``shift`` on (a symbol
+    is never data in the IR)."""
+    wide = list(dims)
+    wide[axis] = dim_of(as_sym(dims[axis]) + shift)
+    y = b.op("iota", [], Shape("s64", tuple(wide)), iota_dimension=axis)
+    starts = [0] * len(dims)
+    starts[axis] = dim_of(shift)
+    return b.op("slice", [y], start_indices=tuple(starts), limit_indices=tuple(wide), strides=(1,) * len(dims))
 
 
 @onnx_op("OneHot", since=11)
