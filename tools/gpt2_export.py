@@ -1,7 +1,14 @@
 """Export a GPT-2-style decoder (random weights, plain torch, no transformers) to ONNX.
 
     python tools/gpt2_export.py OUT.onnx [--layers 12 --embd 768 --heads 12 --vocab 50257 --seq 128]
-                                         [--kv-cache --past 16] [--seed 0]
+                                         [--kv-cache --past 16] [--seed 0] [--positions N] [--dynamic]
+
+With --dynamic the sequence dim of input_ids and logits is exported as the symbolic dim ``seq``
+(the exporter then leaves Shape/Range/ConstantOfShape chains in the graph). The test model
+tests/data/models/gpt2_dyn_tiny.onnx is made with
+
+    python tools/gpt2_export.py tests/data/models/gpt2_dyn_tiny.onnx --layers 2 --embd 64 --heads 4 \
+        --vocab 1000 --positions 64 --seq 16 --dynamic --seed 0
 
 With --kv-cache the model takes past_key_<i>/past_value_<i> [batch, heads, past, head_dim] and
 returns present_key_<i>/present_value_<i> (past and new tokens), as decoder exports do.
@@ -71,9 +78,10 @@ class GPT2(nn.Module):
 
 
 def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, batch: int = 1,
-           kv_cache: bool = False, past: int = 16, seed: int = 0) -> None:
+           kv_cache: bool = False, past: int = 16, seed: int = 0, positions: int | None = None,
+           dynamic: bool = False) -> None:
     torch.manual_seed(seed)
-    model = GPT2(vocab, max(1024, seq + past), d, layers, heads).eval()
+    model = GPT2(vocab, positions or max(1024, seq + past), d, layers, heads).eval()
     ids = torch.randint(0, vocab, (batch, seq))
     args: tuple = (ids,)
     inputs, outputs = ["input_ids"], ["logits"]
@@ -85,7 +93,8 @@ def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, bat
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, path, dynamo=False, opset_version=17, input_names=inputs,
-                          output_names=outputs, do_constant_folding=True)
+                          output_names=outputs, do_constant_folding=True,
+                          dynamic_axes={"input_ids": {1: "seq"}, "logits": {1: "seq"}} if dynamic else None)
 
 
 def main() -> None:
@@ -100,8 +109,11 @@ def main() -> None:
     ap.add_argument("--kv-cache", action="store_true")
     ap.add_argument("--past", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--positions", type=int, default=None, help="position table size (default max(1024, seq + past))")
+    ap.add_argument("--dynamic", action="store_true", help="export the sequence dim as symbolic 'seq'")
     a = ap.parse_args()
-    export(a.out, a.layers, a.embd, a.heads, a.vocab, a.seq, a.batch, a.kv_cache, a.past, a.seed)
+    export(a.out, a.layers, a.embd, a.heads, a.vocab, a.seq, a.batch, a.kv_cache, a.past, a.seed, a.positions,
+           a.dynamic)
 
 
 if __name__ == "__main__":

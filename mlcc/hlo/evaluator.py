@@ -26,8 +26,10 @@ Choices where numpy, XLA and ONNX differ, fixed here for every backend:
 - ``softmax`` of a row that is all -inf is NaN; ``attention`` gives 0 for a
   fully masked row.
 
-Symbolic dims are bound from the arguments' dims when parameters are evaluated;
-a symbol first produced by an op (a reshape's ``-1``) is bound from its result.
+Symbolic dims are bound from the arguments' dims when parameters are evaluated
+(or given up front, ``symbols=``); a symbol first produced by an op (a reshape's
+``-1``) is bound from its result. A dim that is an expression (``64*seq``,
+``past+seq``), or a symbolic slice bound, is evaluated once its symbols are bound.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from mlcc.hlo import symbolic
 from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.symbolic import NAME
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import conv_dim_labels
 
@@ -87,8 +91,10 @@ def _fail(inst: Instruction, message: str) -> NoReturn:
 
 
 def evaluate_computation(comp: Computation, args: Sequence[np.ndarray],
-                         constants: Mapping[str, np.ndarray]) -> np.ndarray | tuple[np.ndarray, ...]:
-    """Evaluate ``comp`` on ``args`` (one per parameter, by index) in instruction order."""
+                         constants: Mapping[str, np.ndarray],
+                         symbols: Mapping[str, int] | None = None) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Evaluate ``comp`` on ``args`` (one per parameter, by index) in instruction order; ``symbols`` binds
+    symbolic dims ahead of the arguments (a fusion's body sees its caller's)."""
     if comp.root is None:
         raise EvaluationError(f"%{comp.name}: computation has no root")
     params = comp.parameters()
@@ -99,7 +105,7 @@ def evaluate_computation(comp: Computation, args: Sequence[np.ndarray],
         for op in inst.operands:
             last_use[op] = i
     values: dict[Instruction, Value] = {}
-    token = _CONTEXT.set(_Context(constants))
+    token = _CONTEXT.set(_Context(constants, dict(symbols or {})))
     try:
         with np.errstate(all="ignore"):
             for i, inst in enumerate(comp.instructions):
@@ -116,8 +122,12 @@ def evaluate_computation(comp: Computation, args: Sequence[np.ndarray],
         _CONTEXT.reset(token)
 
 
-def evaluate(module: Module, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run the entry computation: parameters by their ``name=`` (else by index into ``inputs``' order)."""
+def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
+             symbols: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Run the entry computation: parameters by their ``name=`` (else by index into ``inputs``' order).
+
+    ``symbols`` gives symbolic dims their values (``{"seq": 7}``); the arguments must agree with them.
+    """
     positional = list(inputs.values())
     args = []
     for p in module.entry.parameters():
@@ -131,7 +141,7 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray]) -> dict[str, np.n
             if index >= len(positional):
                 raise EvaluationError(f"%{p.name} (parameter): no input at position {index}")
             args.append(positional[index])
-    result = evaluate_computation(module.entry, args, module.constants)
+    result = evaluate_computation(module.entry, args, module.constants, symbols)
     outputs = result if isinstance(result, tuple) else (result,)
     names = list(module.output_names) or [f"output{i}" for i in range(len(outputs))]
     if len(names) != len(outputs):
@@ -176,18 +186,41 @@ def _conform(inst: Instruction, shape: Any, value: Value) -> Value:
     if arr.ndim != shape.rank:
         _fail(inst, f"result has dims {list(arr.shape)}, expected {list(shape.dims)}")
     for d, n in zip(shape.dims, arr.shape):
-        if isinstance(d, str) and d not in symbols and d != "?":
+        if isinstance(d, str) and d not in symbols and NAME.match(d):
             symbols[d] = n
-        want = d if isinstance(d, int) else symbols.get(d)
+        want = _dim_value(d, symbols)
         if want is not None and want != n:
             _fail(inst, f"result has dims {list(arr.shape)}, expected {list(shape.dims)}")
     return arr
 
 
+def _dim_value(d: int | str, symbols: Mapping[str, int]) -> int | None:
+    """A dim's size: the int, a bound symbol, an expression over bound symbols; None when unbound ("?")."""
+    if isinstance(d, int):
+        return d
+    if d in symbols:
+        return symbols[d]
+    try:
+        return symbolic.evaluate(d, symbols)
+    except symbolic.SymbolicError:
+        return None
+
+
 def _dims(shape: Shape) -> tuple[int | None, ...]:
     """The shape's dims with bound symbols resolved (None where unbound)."""
     symbols = _context().symbols
-    return tuple(d if isinstance(d, int) else symbols.get(d) for d in shape.dims)
+    return tuple(_dim_value(d, symbols) for d in shape.dims)
+
+
+def _index_values(inst: Instruction, values: Sequence[int | str]) -> list[int]:
+    """Index attributes (slice bounds) that may be symbolic, as ints."""
+    out = []
+    for v in values:
+        n = _dim_value(v, _context().symbols)
+        if n is None:
+            _fail(inst, f"symbolic index {v} is not bound")
+        out.append(n)
+    return out
 
 
 def _static_dims(inst: Instruction) -> tuple[int, ...]:
@@ -492,8 +525,11 @@ def _parameter(inst: Instruction, ops: list) -> Value:
         _fail(inst, f"argument has dims {list(arg.shape)}, expected {list(inst.shape.dims)}")
     symbols = _context().symbols
     for d, n in zip(inst.shape.dims, arg.shape):
-        if isinstance(d, str) and symbols.setdefault(d, n) != n:
-            _fail(inst, f"dim '{d}' is {n} here but {symbols[d]} elsewhere")
+        if isinstance(d, str) and NAME.match(d):
+            symbols.setdefault(d, n)
+        want = _dim_value(d, symbols)
+        if want is not None and want != n:
+            _fail(inst, f"dim '{d}' is {n} here but {want} elsewhere")
     return arg
 
 
@@ -533,7 +569,7 @@ def _get_tuple_element(inst: Instruction, ops: list) -> Value:
 def _fusion(inst: Instruction, ops: list) -> Value:
     if inst.called is None:
         _fail(inst, "no called computation")
-    return evaluate_computation(inst.called, ops, _context().constants)
+    return evaluate_computation(inst.called, ops, _context().constants, _context().symbols)
 
 
 @rule("iota")
@@ -609,7 +645,8 @@ def _transpose(inst: Instruction, ops: list) -> np.ndarray:
 @rule("slice")
 def _slice(inst: Instruction, ops: list) -> np.ndarray:
     a = inst.attrs
-    return ops[0][tuple(slice(s, l, st) for s, l, st in zip(a["start_indices"], a["limit_indices"], a["strides"]))]
+    starts, limits = _index_values(inst, a["start_indices"]), _index_values(inst, a["limit_indices"])
+    return ops[0][tuple(slice(s, l, st) for s, l, st in zip(starts, limits, a["strides"]))]
 
 
 def _clamped_starts(inst: Instruction, dims: Sequence[int], sizes: Sequence[int], starts: list) -> list[int]:

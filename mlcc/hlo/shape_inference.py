@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from mlcc.hlo.ir import Dim, Shape, TupleShape, AnyShape
 from mlcc.hlo.opcodes import BINARY_OPS, OPCODES, UNARY_OPS
+from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product, symbols_of
 
 
 class ShapeError(ValueError):
@@ -23,12 +24,18 @@ def _same_dims(a: Shape, b: Shape, what: str) -> None:
 
 
 def _prod(dims: Sequence[Dim]) -> Dim:
-    n: Any = 1
-    for d in dims:
-        if not isinstance(d, int):
-            return "?"
-        n *= d
-    return n
+    """The element count: an int, a canonical expression over symbolic dims, or "?" when a dim is unknown."""
+    try:
+        return product(dims)
+    except SymbolicError:
+        return "?"
+
+
+def _sum(dims: Sequence[Dim]) -> Dim:
+    try:
+        return dim_of(sum((as_sym(d) for d in dims), Sym()))
+    except SymbolicError:
+        return "?"
 
 
 def conv_dim_labels(labels: str) -> tuple[str, str, str]:
@@ -175,7 +182,8 @@ def _reshape(opcode, ops, attrs, given):
     if x.dtype != g.dtype:
         raise ShapeError(f"{opcode}: dtype changes from {x.dtype} to {g.dtype}")
     a, b = _prod(x.dims), _prod(g.dims)
-    if a != "?" and b != "?" and a != b:
+    fresh = a == "?" or b == "?" or not set(symbols_of([b])) <= set(symbols_of([a]))
+    if not fresh and a != b:  # a result with a symbol of its own defines it (the evaluator binds it)
         raise ShapeError(f"{opcode}: {list(x.dims)} has {a} elements, {list(g.dims)} has {b}")
     return Shape(x.dtype, g.dims)
 
@@ -200,11 +208,17 @@ def _slice(opcode, ops, attrs, given):
         raise ShapeError(f"slice: attributes must have rank {x.rank} entries")
     out = []
     for d, s, l, st in zip(x.dims, starts, limits, strides):
-        if not isinstance(d, int) or not isinstance(l, int):
+        if not all(isinstance(v, int) for v in (d, s, l)):
             if s == 0 and l == d and st == 1:  # a symbolic dim taken whole
                 out.append(d)
                 continue
-            raise ShapeError(f"slice: [{s}:{l}:{st}] of symbolic dim {d}")
+            if st != 1:
+                raise ShapeError(f"slice: [{s}:{l}:{st}] of dim {d}: a symbolic bound needs stride 1")
+            try:  # in range for every symbol value is the frontend's to decide (it has the ranges)
+                out.append(dim_of(as_sym(l) - as_sym(s)))
+            except SymbolicError:
+                raise ShapeError(f"slice: [{s}:{l}:{st}] of dim {d}") from None
+            continue
         if st <= 0 or s < 0 or l < s or l > d:
             raise ShapeError(f"slice: [{s}:{l}:{st}] out of range for dim {d}")
         out.append((l - s + st - 1) // st)
@@ -231,14 +245,13 @@ def _concatenate(opcode, ops, attrs, given):
     first = ops[0]
     if not 0 <= k < first.rank:
         raise ShapeError(f"concatenate: dimension {k} out of range")
-    total: Any = 0
     for s in ops:
         if s.rank != first.rank or s.dtype != first.dtype:
             raise ShapeError("concatenate: operands differ in rank or dtype")
         for i in range(s.rank):
             if i != k and s.dims[i] != first.dims[i]:
                 raise ShapeError(f"concatenate: dim {i} differs ({s.dims[i]} vs {first.dims[i]})")
-        total = total + s.dims[k] if isinstance(total, int) and isinstance(s.dims[k], int) else "?"
+    total = _sum([s.dims[k] for s in ops])
     if total == "?":
         return _need_given(opcode, given)
     return Shape(first.dtype, first.dims[:k] + (total,) + first.dims[k + 1:])

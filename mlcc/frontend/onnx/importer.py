@@ -24,11 +24,13 @@ from mlcc.frontend.onnx.errors import (DeferredValueError, FrontendError, Invali
 from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_model, node_label, topological_order, uses_external_data
 from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
+from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
 from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import ShapeError
+from mlcc.hlo.symbolic import NAME, Sym
 from mlcc.names import sanitize_identifier
 
 FOLD_LIMIT = 4096  # a node with all inputs known is computed at import when each output has at most this many elements
@@ -41,7 +43,9 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
     """Import an ONNX model (a path or a ModelProto) as an IR module.
 
     ``shapes`` overrides the dims of graph inputs by input name (ints or
-    symbolic names); ``name`` overrides the module name.
+    symbolic names); ``name`` overrides the module name. ``dim_ranges`` gives
+    symbolic dims their inclusive (lo, hi) ranges, recorded as ``Module.symbols``
+    and used to decide comparisons of sizes at import (Slice clamping).
     """
     if isinstance(model, onnx.ModelProto):
         label = None
@@ -58,10 +62,10 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
         proto, data_files, mapped = load_model(path)
         detach_mapped(proto, mapped)
         default_name = path.stem
-    proto, symbols = _prepare(proto, label, shapes or {})
+    proto, symbols, renamed = _prepare(proto, label, shapes or {})
+    ranges = _symbol_ranges(dim_ranges or {}, symbols, renamed, label)
     module_name = sanitize_identifier(name or default_name)
-    module = _GraphImporter(proto, label, module_name, symbols, mapped).run()
-    module.symbols = dict(sorted((dim_ranges or {}).items()))
+    module = _GraphImporter(proto, label, module_name, symbols, mapped, ranges).run()
     module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
     return module
 
@@ -127,11 +131,13 @@ def _check_all_supported(model: onnx.ModelProto, label: str | None) -> None:
         raise UnsupportedOpError(missing, file=label)
 
 
-def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> tuple[onnx.ModelProto, set[str]]:
+def _prepare(model: onnx.ModelProto, label: str | None,
+             shapes: InputShapes) -> tuple[onnx.ModelProto, set[str], dict[str, str]]:
     """Sort, check, inline local functions, fix input dims and run ONNX shape inference.
 
     Also returns the model's own symbolic dim names: a name that shape inference
-    makes up (``unk__3``) stands for an unknown dim.
+    makes up (``unk__3``) stands for an unknown dim; and the dim names renamed
+    to identifiers (the form symbolic dims take in the IR), by original name.
     """
     order = topological_order(model.graph, label)
     _check_all_supported(model, label)
@@ -150,13 +156,50 @@ def _prepare(model: onnx.ModelProto, label: str | None, shapes: InputShapes) -> 
         model = onnx.inliner.inline_local_functions(model)
     _set_input_dims(model, label, shapes)
     _check_input_dims(model, label)
+    renamed = _rename_dims(model)
     g = model.graph
     symbols = {d.dim_param for v in list(g.input) + list(g.output) + list(g.value_info)
                if v.type.HasField("tensor_type") for d in v.type.tensor_type.shape.dim if d.HasField("dim_param")}
     try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True), symbols
+        return onnx.shape_inference.infer_shapes(model, data_prop=True), symbols, renamed
     except Exception as e:  # onnx raises InferenceError and, for some ops, plain RuntimeError
         raise InvalidModelError(f"ONNX shape inference fails: {_first_line(e)}", file=label) from None
+
+
+def _dim_protos(model: onnx.ModelProto) -> list[onnx.TensorShapeProto.Dimension]:
+    g = model.graph
+    return [d for v in list(g.input) + list(g.output) + list(g.value_info) if v.type.HasField("tensor_type")
+            for d in v.type.tensor_type.shape.dim]
+
+
+def _rename_dims(model: onnx.ModelProto) -> dict[str, str]:
+    """Give every symbolic dim whose name is not an identifier (``batch size``) one, the same everywhere:
+    an IR dim is an expression over identifiers."""
+    params = sorted({d.dim_param for d in _dim_protos(model) if d.HasField("dim_param")})
+    taken = {p for p in params if NAME.match(p)}
+    renamed = {p: sanitize_identifier(p, taken) for p in params if not NAME.match(p)}
+    for d in _dim_protos(model):
+        if d.HasField("dim_param") and d.dim_param in renamed:
+            d.dim_param = renamed[d.dim_param]
+    return renamed
+
+
+def _symbol_ranges(dim_ranges: dict[str, tuple[int, int]], symbols: set[str], renamed: dict[str, str],
+                   label: str | None) -> dict[str, tuple[int, int]]:
+    """``dim_ranges`` by the IR's symbol names (a renamed dim may be given by its model name)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for key, rng in dim_ranges.items():
+        name = renamed.get(key, key)
+        if name not in symbols:
+            raise InvalidModelError(f"dim_ranges names '{key}', which is not a symbolic dim of the model", file=label)
+        try:
+            lo, hi = (int(v) for v in rng)
+        except (TypeError, ValueError):
+            raise InvalidModelError(f"dim_ranges gives '{key}' {rng!r}: a range is (lo, hi)", file=label) from None
+        if not 0 <= lo <= hi:
+            raise InvalidModelError(f"dim_ranges gives '{key}' the empty or negative range ({lo}, {hi})", file=label)
+        ranges[name] = (lo, hi)
+    return ranges
 
 
 def _first_line(e: Exception) -> str:
@@ -278,12 +321,13 @@ def _dims_of(type_proto: onnx.TypeProto, symbols: set[str]) -> tuple[int, tuple[
 
 class _GraphImporter:
     def __init__(self, model: onnx.ModelProto, label: str | None, module_name: str, symbols: set[str],
-                 mapped: dict[str, np.ndarray] | None = None) -> None:
+                 mapped: dict[str, np.ndarray] | None = None,
+                 ranges: dict[str, tuple[int, int]] | None = None) -> None:
         self.model = model
         self.mapped = mapped or {}  # main-graph initializers memory-mapped from their external data file
         self.graph = model.graph
         opsets = {normalize_domain(o.domain): o.version for o in model.opset_import}
-        self.ctx = ImportContext(file=label, opsets=opsets)
+        self.ctx = ImportContext(file=label, opsets=opsets, ranges=dict(ranges or {}))
         self.b = Builder(module_name)
         for graph in _graphs(self.graph):
             for vi in list(graph.value_info) + list(graph.input) + list(graph.output):
@@ -306,7 +350,9 @@ class _GraphImporter:
                 raise UnsupportedFeatureError(f"output '{out.name}' {t.deferred}", file=self.ctx.file)
             outputs.append(self.ctx.materialize(self.b, t))
             names.append(out.name)
-        return self.b.finish(outputs, names)
+        module = self.b.finish(outputs, names)
+        module.symbols = dict(self.ctx.ranges)
+        return module
 
     # ---- setup
     def _check_supported(self) -> None:
@@ -355,6 +401,14 @@ class _GraphImporter:
             raise UnsupportedFeatureError(f"value '{name}' has numpy dtype {arr.dtype}", file=self.ctx.file) from None
         return Tensor(name, dtype, tuple(int(d) for d in arr.shape), value=arr, origin=origin)
 
+    def _symbolic(self, name: str, arr: np.ndarray, origin: tuple[str, ...]) -> Tensor:
+        """A value known at import in terms of symbolic dims: it folds on through shape ops, has no IR form."""
+        info = self.ctx.inferred.get(name)
+        dtype = (ir_dtype(info[0]) if info else None) or "s64"
+        names = sorted({s for x in arr.reshape(-1) if isinstance(x, Sym) for s in x.symbols()})
+        return Tensor(name, dtype, tuple(int(d) for d in arr.shape), origin=origin, sym=arr,
+                      deferred=f"is computed from symbolic dims ({', '.join(names)}) and has no IR value")
+
     def _add_parameters(self) -> None:
         for inp in self.graph.input:
             if inp.name in self.ctx.tensors:  # an initializer: a constant (IR version >= 4 semantics)
@@ -379,6 +433,12 @@ class _GraphImporter:
         label = node_label(proto, index, scope)
         inputs = [self.ctx.tensor(x) for x in proto.input if x]
         try:
+            if any(t.is_symbolic for t in inputs) and all(t.is_known or t.is_symbolic for t in inputs):
+                node = OnnxNode(proto, label, opset, self.ctx, lambda t: self.ctx.materialize(self.b, t))
+                folded = fold_symbolic(node)
+                if folded is not None:
+                    self._record(proto, label, folded)
+                    return
             if rule.fold and all(t.is_known for t in inputs):
                 results = self._fold(rule, proto, label, opset)
                 if results is not None:
@@ -392,7 +452,7 @@ class _GraphImporter:
                 if not all(t.is_known or t.deferred for t in inputs):
                     raise
                 # only values known at import or computed from symbolic dims: so is this node's output
-                reason = next(t.deferred for t in inputs if t.deferred)
+                reason = next((t.deferred for t in inputs if t.deferred), None)
                 results = [Deferred(reason or e.message)] * len(proto.output)
             self._record(proto, label, results)
         except FrontendError:
@@ -458,8 +518,10 @@ class _GraphImporter:
                 dims = tuple(d if d is not None else "?" for d in (info[1] or ())) if info else ()
                 self.ctx.tensors[out] = Tensor(out, dtype, dims, origin=(label,), deferred=r.reason)
                 continue
+            elif isinstance(r, np.ndarray) and collapse(r).dtype == object:
+                t = self._symbolic(out, collapse(r), (label,))
             else:
-                arr = np.asarray(r)
+                arr = collapse(np.asarray(r))
                 info = self.ctx.inferred.get(out)
                 want = ir_dtype(info[0]) if info else None
                 if want is not None:

@@ -25,6 +25,7 @@ from onnx import AttributeProto
 from mlcc.frontend.onnx.errors import DeferredValueError, InvalidModelError, UnsupportedFeatureError
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.ir import Dim, Instruction, Shape
+from mlcc.hlo.symbolic import Sym
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Tensor:
     inst: Instruction | None = None
     origin: tuple[str, ...] = ()
     deferred: str | None = None
+    sym: np.ndarray | None = None  # a symbolic known value: an object array of ints and Syms (then deferred says why)
 
     @property
     def shape(self) -> Shape:
@@ -115,6 +117,10 @@ class Tensor:
     @property
     def is_known(self) -> bool:
         return self.value is not None
+
+    @property
+    def is_symbolic(self) -> bool:
+        return self.sym is not None
 
 
 @dataclass
@@ -126,6 +132,7 @@ class ImportContext:
     tensors: dict[str, Tensor] = field(default_factory=dict)
     inferred: dict[str, tuple[int, tuple[Dim | None, ...] | None]] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # inclusive ranges of symbolic dims
     import_subgraph: Callable[..., list[Tensor]] | None = None  # (graph, scope, inputs) -> outputs; set by the importer
 
     def tensor(self, name: str) -> Tensor:
@@ -228,6 +235,24 @@ class OnnxNode:
 
     def ints(self, i: int, what: str) -> list[int]:
         return [int(x) for x in np.asarray(self.const(i, what)).reshape(-1)]
+
+    def sym_value(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value known at import, symbolic or not, as an object array of ints and Syms."""
+        if not self.has_input(i):
+            return None
+        t = self.tensor(i)
+        if t.sym is not None:
+            return t.sym
+        if t.value is None or t.value.dtype.kind not in "iub":
+            return None
+        return np.array([int(v) for v in t.value.reshape(-1)], dtype=object).reshape(t.value.shape)
+
+    def sizes(self, i: int, what: str) -> list[int | Sym]:
+        """Input ``i``'s values as sizes: ints, or Syms of symbolic dims (a shape computed from Shape)."""
+        v = self.sym_value(i)
+        if v is None:
+            return [int(x) for x in np.asarray(self.const(i, what)).reshape(-1)]
+        return list(v.reshape(-1))
 
     def shape(self, i: int) -> Shape:
         return self.tensor(i).shape

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Sequence
 
 import numpy as np
@@ -14,6 +13,8 @@ from mlcc.frontend.onnx.types import ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction, Shape
+from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product, upper
+from mlcc.frontend.onnx.symbolic_values import at_most, symbolic_array
 
 # ---- values known from shapes
 
@@ -28,7 +29,10 @@ def import_shape(b: Builder, node: OnnxNode) -> list[Result]:
     picked = dims[start:end]
     if all(isinstance(d, int) for d in picked):
         return [np.array(picked, dtype=np.int64)]
-    return [Deferred(f"is the shape of '{node.proto.input[0]}', which has symbolic dims {list(picked)}")]
+    try:
+        return [symbolic_array([as_sym(d) for d in picked])]
+    except SymbolicError:  # a dim ONNX could not infer ('?')
+        return [Deferred(f"is the shape of '{node.proto.input[0]}', which has unknown dims {list(picked)}")]
 
 
 @onnx_op("Size", since=1)
@@ -36,7 +40,10 @@ def import_size(b: Builder, node: OnnxNode) -> list[Result]:
     dims = node.dims(0)
     if all(isinstance(d, int) for d in dims):
         return [np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)]
-    return [Deferred(f"is the size of '{node.proto.input[0]}', which has symbolic dims {list(dims)}")]
+    try:
+        return [symbolic_array([product(dims)], ())]
+    except SymbolicError:
+        return [Deferred(f"is the size of '{node.proto.input[0]}', which has unknown dims {list(dims)}")]
 
 
 @onnx_op("Constant", since=1)
@@ -69,11 +76,17 @@ def import_constant_of_shape(b: Builder, node: OnnxNode) -> list[Result]:
     if arr.size != 1:
         raise node.error(f"value must have one element, has {arr.size}")
     _check_dtype(node, arr)
-    shape = node.value(0)
-    dims = tuple(int(d) for d in shape.reshape(-1)) if shape is not None else node.inferred_dims(0, "shape", 0)
-    if shape is not None and any(d < 0 for d in dims):
-        raise node.error(f"negative dim in shape {list(dims)}")
+    shape = node.sym_value(0)
+    dims = shape_dims(node, 0, "shape") if shape is not None else node.inferred_dims(0, "shape", 0)
     return [full(b, arr.reshape(-1)[0].item(), dtype_of_numpy(arr.dtype), dims)]
+
+
+def shape_dims(node: OnnxNode, i: int, what: str) -> tuple[Dim, ...]:
+    """Input ``i``, a shape known at import (maybe in symbolic dims), as IR dims; a negative one is an error."""
+    dims = tuple(dim_of(d) for d in node.sizes(i, what))
+    if any(isinstance(d, int) and d < 0 for d in dims):
+        raise node.error(f"negative dim in {what} {list(dims)}")
+    return dims
 
 
 @onnx_op("Identity", since=1)
@@ -104,31 +117,30 @@ def import_dropout(b: Builder, node: OnnxNode) -> list[Result]:
 
 
 def _reshape_minus_one(in_dims: Sequence[Dim], known: Sequence[Dim]) -> Dim | None:
-    """The dim that -1 stands for, when ``known`` are the other target dims; None if it cannot be written."""
-    in_int = int(np.prod([d for d in in_dims if isinstance(d, int)], dtype=np.int64))
-    out_int = int(np.prod([d for d in known if isinstance(d, int)], dtype=np.int64))
-    in_syms = Counter(d for d in in_dims if isinstance(d, str))
-    out_syms = Counter(d for d in known if isinstance(d, str))
-    if out_syms - in_syms:
+    """The dim that -1 stands for, when ``known`` are the other target dims; None if it cannot be written
+    (the element counts do not divide exactly for every value of the symbols)."""
+    try:
+        total, rest = as_sym(product(in_dims)), as_sym(product(known))
+    except SymbolicError:  # a dim ONNX could not infer ('?')
         return None
-    rest = in_syms - out_syms
-    if not rest:
-        return in_int // out_int if out_int and in_int % out_int == 0 else None
-    if sum(rest.values()) == 1 and in_int == out_int:
-        return next(iter(rest))
-    return None
+    if rest == 0:
+        return None
+    q = total.exact_div(rest)
+    return None if q is None else dim_of(q)
 
 
 @onnx_op("Reshape", since=5)
 def import_reshape(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
-    shape = node.value(1)
+    shape = node.sym_value(1)
     if shape is None:
         return [b.reshape(x, node.inferred_dims(0, "target shape", 1))]
     allowzero = node.attr("allowzero", 0) if node.opset >= 14 else 0
     target: list[Dim | None] = []
-    for i, s in enumerate(int(v) for v in shape.reshape(-1)):
-        if s == 0 and not allowzero:
+    for i, s in enumerate(dim_of(v) for v in shape.reshape(-1)):
+        if isinstance(s, str):
+            target.append(s)
+        elif s == 0 and not allowzero:
             if i >= x.shape.rank:
                 raise node.error(f"target shape {shape.tolist()} copies dim {i} of a rank-{x.shape.rank} input")
             target.append(x.shape.dims[i])
@@ -153,9 +165,12 @@ def import_reshape(b: Builder, node: OnnxNode) -> list[Result]:
 
 
 def _check_count(node: OnnxNode, a: Sequence[Dim], c: Sequence[Dim]) -> None:
-    if all(isinstance(d, int) for d in list(a) + list(c)):
-        if int(np.prod(a, dtype=np.int64)) != int(np.prod(c, dtype=np.int64)):
-            raise node.error(f"cannot reshape {list(a)} to {list(c)}")
+    try:
+        same = product(a) == product(c)
+    except SymbolicError:  # a dim ONNX could not infer ('?')
+        return
+    if not same:
+        raise node.error(f"cannot reshape {list(a)} to {list(c)}")
 
 
 @onnx_op("Flatten", since=1)
@@ -228,11 +243,14 @@ def import_transpose(b: Builder, node: OnnxNode) -> list[Result]:
 @onnx_op("Expand", since=8)
 def import_expand(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
-    shape = node.value(1)
+    shape = node.sym_value(1)
     if shape is None:
         dims = node.inferred_dims(0, "target shape", 1)
     else:
-        dims = b.broadcast_shapes(x.shape.dims, [int(d) for d in shape.reshape(-1)])
+        try:
+            dims = b.broadcast_shapes(x.shape.dims, shape_dims(node, 1, "target shape"))
+        except ValueError:
+            raise node.error(f"cannot expand {list(x.shape.dims)} to {[str(d) for d in shape.reshape(-1)]}") from None
     return [b.broadcast_to(x, dims)]
 
 
@@ -279,7 +297,7 @@ def import_concat(b: Builder, node: OnnxNode) -> list[Result]:
     if len(xs) == 1:
         return [xs[0]]
     given = None
-    if not all(isinstance(x.shape.dims[axis], int) for x in xs):
+    if any(x.shape.dims[axis] == "?" for x in xs):  # a dim ONNX could not infer
         given = Shape(xs[0].shape.dtype, node.inferred_dims(0, "concatenated shape"))
     return [b.op("concatenate", xs, given, dimension=axis)]
 
@@ -345,7 +363,7 @@ def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     dims = x.shape.dims
     if node.opset >= 10:
-        starts, ends = node.ints(1, "starts"), node.ints(2, "ends")
+        starts, ends = node.sizes(1, "starts"), node.sizes(2, "ends")
         axes = node.ints(3, "axes") if node.has_input(3) else list(range(len(starts)))
         steps = node.ints(4, "steps") if node.has_input(4) else [1] * len(starts)
     else:
@@ -363,10 +381,9 @@ def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
         if step == 0:
             raise node.error("a step of 0")
         d = dims[a]
-        if not isinstance(d, int):
-            if s == 0 and step == 1 and e >= 2 ** 31 - 1:
-                continue
-            raise node.unsupported(f"slicing symbolic dim {d}")
+        if not all(isinstance(v, int) for v in (d, s, e)):
+            lo[a], hi[a] = _symbolic_slice(node, s, e, step, d)
+            continue
         s, e = _clamp_slice(s, e, step, d)
         count = len(range(s, e, step))
         if count == 0:
@@ -380,12 +397,40 @@ def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
                 flip.append(a)
     y = x
     if lo != [0] * len(dims) or hi != list(dims) or st != [1] * len(dims):
-        if not all(isinstance(d, int) for d in dims):
-            raise node.unsupported(f"slicing a value with symbolic dims {list(dims)}")
         y = b.op("slice", [x], start_indices=tuple(lo), limit_indices=tuple(hi), strides=tuple(st))
     if flip:
         y = b.op("reverse", [y], dimensions=tuple(sorted(flip)))
     return [y]
+
+
+def _symbolic_slice(node: OnnxNode, start: int | Sym, end: int | Sym, step: int, dim: Dim) -> tuple[Dim, Dim]:
+    """[start, end) of a step-1 slice where the dim or a bound is symbolic, clamped as ONNX does; the
+    comparisons that needs are decided with the symbol ranges (unsupported when they are not)."""
+    if step != 1:
+        raise node.unsupported(f"a step of {step} where dim {dim} or a bound ({start}, {end}) is symbolic")
+    lo = _slice_bound(node, start, dim)
+    hi = dim if isinstance(end, int) and end >= 2 ** 31 - 1 else _slice_bound(node, end, dim)
+    ordered = at_most(lo, hi, node.ctx.ranges)
+    if ordered is None:
+        raise node.unsupported(f"cannot tell whether slice [{start}:{end}] of dim {dim} is empty (give dim_ranges)")
+    return (lo, hi) if ordered else (lo, lo)
+
+
+def _slice_bound(node: OnnxNode, v: int | Sym, dim: Dim) -> Dim:
+    """A Slice start or end: counted from the end when negative, then clamped into [0, dim]."""
+    ranges = node.ctx.ranges
+    negative = at_most(v, -1, ranges)
+    if negative:
+        v = as_sym(dim) + v
+        if at_most(v, -1, ranges):
+            return 0
+        negative = at_most(v, -1, ranges)
+    if negative is None:
+        raise node.unsupported(f"cannot tell the sign of slice bound {v} (give dim_ranges)")
+    inside = at_most(v, dim, ranges)
+    if inside is None:
+        raise node.unsupported(f"cannot tell whether slice bound {v} <= dim {dim} (give dim_ranges)")
+    return dim_of(v) if inside else dim
 
 
 @onnx_op("Tile", since=6)
@@ -411,10 +456,8 @@ def import_tile(b: Builder, node: OnnxNode) -> list[Result]:
         wide.append(d)
         if r == 1:
             final.append(d)
-        elif isinstance(d, int):
-            final.append(r * d)
         else:
-            raise node.unsupported(f"tiling symbolic dim {d}")
+            final.append(dim_of(as_sym(d) * r))
     y = broadcast_in_dims(b, x, wide, mapping)
     return [b.reshape(y, final)]
 
@@ -499,6 +542,8 @@ def _pad_piece(b: Builder, x: Instruction, axis: int, k: int, mode: str, before:
 
 @onnx_op("Range", since=11)
 def import_range(b: Builder, node: OnnxNode) -> list[Result]:
+    if any(node.tensor(i).is_symbolic for i in range(3)):
+        return [_symbolic_range(b, node)]
     start, limit, delta = (node.const(i, name) for i, name in enumerate(("start", "limit", "delta")))
     if start.size != 1 or limit.size != 1 or delta.size != 1:
         raise node.error("start, limit and delta must be scalars")
@@ -508,6 +553,43 @@ def import_range(b: Builder, node: OnnxNode) -> list[Result]:
         raise node.error("delta is 0")
     n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
     return [(start + np.arange(n).astype(dtype) * delta).astype(dtype)]
+
+
+def _symbolic_range(b: Builder, node: OnnxNode) -> Instruction:
+    """Range with a symbolic start or limit (``arange(seq)``): an iota of symbolic length, shifted and scaled."""
+    start, limit, delta = (node.sizes(i, name) for i, name in enumerate(("start", "limit", "delta")))
+    if len(start) != 1 or len(limit) != 1 or len(delta) != 1:
+        raise node.error("start, limit and delta must be scalars")
+    (start,), (limit,), (delta,) = start, limit, delta
+    if not isinstance(delta, int) or delta == 0:
+        raise node.unsupported(f"a delta of {delta} with a symbolic start or limit")
+    if not isinstance(start, int):
+        return _range_from_symbolic_start(b, node, start, limit, delta)
+    span = as_sym(limit) - start
+    try:
+        n = (span + (delta - 1)) // delta if delta > 0 else (-span + (-delta - 1)) // -delta
+    except SymbolicError:
+        raise node.unsupported(f"the length of range({start}, {limit}, {delta}) is not a polynomial") from None
+    if not at_most(0, n, node.ctx.ranges):
+        raise node.unsupported(f"range({start}, {limit}, {delta}) may be empty or negative (give dim_ranges)")
+    dtype = node.dtype(0)
+    y = b.op("iota", [], Shape(dtype, (dim_of(n),)), iota_dimension=0)
+    if delta != 1:
+        y = b.op("multiply", [y, full(b, delta, dtype, y.shape.dims)])
+    if start != 0:
+        y = b.op("add", [y, full(b, start, dtype, y.shape.dims)])
+    return y
+
+
+def _range_from_symbolic_start(b: Builder, node: OnnxNode, start: Sym, limit: int | Sym, delta: int) -> Instruction:
+    """range(past, past + seq): the IR has no op reading a symbol as data, but iota(limit)[start:limit] is it."""
+    ranges = node.ctx.ranges
+    if delta != 1 or not at_most(0, start, ranges) or not at_most(start, limit, ranges):
+        raise node.unsupported(f"range({start}, {limit}, {delta}): a symbolic start needs delta 1 and "
+                               "0 <= start <= limit (give dim_ranges)")
+    dtype = node.dtype(0)
+    y = b.op("iota", [], Shape(dtype, (dim_of(limit),)), iota_dimension=0)
+    return b.op("slice", [y], start_indices=(dim_of(start),), limit_indices=(dim_of(limit),), strides=(1,))
 
 
 @onnx_op("EyeLike", since=9)
@@ -525,15 +607,33 @@ def import_trilu(b: Builder, node: OnnxNode) -> list[Result]:
     dims = x.shape.dims
     if len(dims) < 2:
         raise node.error("input must have rank >= 2")
-    k = int(node.const(1, "k")) if node.has_input(1) else 0
-    n, m = static_dims(node, dims[-2:], "matrix dims")
-    idx = Shape("s64", (n, m))
-    rows = b.op("iota", [], idx, iota_dimension=0)
-    cols = b.op("iota", [], idx, iota_dimension=1)
-    shifted = b.op("add", [rows, full(b, k, "s64", (n, m))])
+    k = node.sizes(1, "k")[0] if node.has_input(1) else 0
+    n, m = dims[-2:]
+    if isinstance(k, int):
+        idx = Shape("s64", (n, m))
+        rows = b.op("iota", [], idx, iota_dimension=0)
+        cols = b.op("iota", [], idx, iota_dimension=1)
+        shifted = b.op("add", [rows, full(b, k, "s64", (n, m))])
+    elif at_most(0, k, node.ctx.ranges):  # cols vs rows + k
+        cols, shifted = b.op("iota", [], Shape("s64", (n, m)), iota_dimension=1), _shifted_iota(b, (n, m), 0, k)
+    elif at_most(k, 0, node.ctx.ranges):  # cols - k vs rows
+        cols, shifted = _shifted_iota(b, (n, m), 1, -k), b.op("iota", [], Shape("s64", (n, m)), iota_dimension=0)
+    else:
+        raise node.unsupported(f"the sign of the diagonal k = {k} is not known (give dim_ranges)")
     keep = b.op("compare", [cols, shifted], direction="GE" if node.attr("upper", 1) else "LE")
     keep = broadcast_in_dims(b, keep, dims, [len(dims) - 2, len(dims) - 1])
     return [b.op("select", [keep, x, full(b, 0, x.shape.dtype, dims)])]
+
+
+def _shifted_iota(b: Builder, dims: Sequence[Dim], axis: int, shift: Sym) -> Instruction:
+    """Indices along ``axis`` plus a symbolic shift >= 0: a longer iota sliced from ``shift`` on (a symbol
+    is never data in the IR)."""
+    wide = list(dims)
+    wide[axis] = dim_of(as_sym(dims[axis]) + shift)
+    y = b.op("iota", [], Shape("s64", tuple(wide)), iota_dimension=axis)
+    starts = [0] * len(dims)
+    starts[axis] = dim_of(shift)
+    return b.op("slice", [y], start_indices=tuple(starts), limit_indices=tuple(wide), strides=(1,) * len(dims))
 
 
 @onnx_op("OneHot", since=11)
