@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlcc.emit.coords import MAX_GRID_Y, Axis, clamp_pow2, is_wide, merge_axes, numel, static_dims, strides
+from mlcc.emit.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
+                              upper)
+from mlcc.emit.indexing import Size
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
                              needs_int64, pointer_params, read_in_place)
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type, triton_pointer
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
@@ -35,40 +37,46 @@ class TileStrides:
 
 
 def _tile_strides(shape: Shape) -> TileStrides:
-    s = strides(shape)
+    s = kernel_strides(shape)
     return TileStrides(s[-2], s[-1])
 
 
-def _broadcast_strides(mask: Shape, score_dims: tuple[int, ...]) -> tuple[int, ...]:
+def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size, ...]:
     """The mask's stride along each dim of the [..., Sq, Sk] scores (0 where it broadcasts)."""
-    ms = strides(mask)
+    ms = kernel_strides(mask)
+    md = kernel_dims(mask)
     lead = len(score_dims) - mask.rank
     if lead < 0:
         raise ValueError(f"attention mask {mask} has more dims than the scores {list(score_dims)}")
     out = []
     for i, size in enumerate(score_dims):
         j = i - lead
-        if j < 0 or mask.dims[j] == 1:
+        if j < 0 or md[j] == 1:
             out.append(0)
-        elif mask.dims[j] == size:
+        elif md[j] == size:
             out.append(ms[j])
         else:
             raise ValueError(f"attention mask {mask} does not broadcast to scores {list(score_dims)}")
     return tuple(out)
 
 
-def attention_problem(sq: int, sk: int, d: int, dv: int, batch_heads: int, dtype: str) -> dict:
-    """What an attention kernel's tiles follow from (Kernel.extra["problem"])."""
-    return {"sq": sq, "sk": sk, "d": d, "dv": dv, "batch_heads": batch_heads, "dtype": dtype}
+def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str) -> dict:
+    """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
+    largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates."""
+    problem = {"sq": upper(sq), "sk": upper(sk), "d": d, "dv": dv, "batch_heads": upper(batch_heads),
+               "dtype": dtype}
+    if not all(isinstance(x, int) for x in (sq, sk, batch_heads)):
+        problem["sizes"] = (sq, batch_heads)
+    return problem
 
 
-def _launch(sq: int, sk: int, d: int, dv: int, bh: int, dtype: str, interpreter: bool,
+def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
             spec: GpuSpec = GENERIC) -> LaunchConfig:
-    if bh > MAX_GRID_Y:
-        raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     problem = attention_problem(sq, sk, d, dv, bh, dtype)
+    if problem["batch_heads"] > MAX_GRID_Y:
+        raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
-        tiles = {"BLOCK_M": clamp_pow2(sq, 16, 256), "BLOCK_N": clamp_pow2(sk, 16, 512)}
+        tiles = {"BLOCK_M": clamp_pow2(problem["sq"], 16, 256), "BLOCK_N": clamp_pow2(problem["sk"], 16, 512)}
         return attention_config(problem, tiles, 4, 1, interpreter=True)
     return attention_heuristic(problem, spec)
 
@@ -87,7 +95,8 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
                   "BLOCK_DV": block_dv}
     if problem["dtype"] == "bf16":   # see mlcc.emit.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
-    grid = (max(1, cdiv(problem["sq"], tiles["BLOCK_M"])), max(1, problem["batch_heads"]), 1)
+    sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
+    grid = (grid_size(sq, tiles["BLOCK_M"]), grid_size(batch_heads, 1), 1)
     return LaunchConfig(constexprs, grid, num_warps=num_warps, num_stages=num_stages)
 
 
@@ -191,20 +200,22 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
     out = (fusion or inst).shape
-    qd, kd = static_dims(q, inst), static_dims(k, inst)
-    vd = static_dims(v, inst)
+    qd, kd = kernel_dims(q), kernel_dims(k)
+    vd = kernel_dims(v)
     rank = q.rank
     sq, d, sk, dv = qd[-2], qd[-1], kd[-2], vd[-1]
     if k.rank != rank or v.rank != rank:
         raise ValueError(f"%{inst.name}: q, k and v must have the same rank")
     heads = qd[-3] if rank >= 3 else 0
     kv_heads = kd[-3] if rank >= 3 else 0
+    if not all(isinstance(x, int) for x in (heads, kv_heads, d, dv)):
+        raise UnsupportedError(f"%{inst.name} (attention): heads and head dims must be static, got q {q}, k {k}")
     if heads and (kv_heads == 0 or heads % kv_heads):
         raise ValueError(f"%{inst.name}: {heads} query heads do not split into groups of {kv_heads} kv heads")
     group = heads // kv_heads if heads else 1
 
-    qs, ks, vs = (tuple(op.view_strides) if op.view_strides is not None else tuple(strides(op.shape)) for op in qkv)
-    lead_strides = [qs[:-2], tuple(strides(out))[:-2], ks[:-2], vs[:-2]]
+    qs, ks, vs = (tuple(op.view_strides) if op.view_strides is not None else kernel_strides(op.shape) for op in qkv)
+    lead_strides = [qs[:-2], kernel_strides(out)[:-2], ks[:-2], vs[:-2]]
     if mask is not None and fusion is None:
         lead_strides.append(_broadcast_strides(mask, qd[:-1] + (sk,))[:-2])
     n_outer = max(rank - 3, 0)
@@ -223,13 +234,17 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     pointers = [triton_pointer(op.shape) for op in inst.operands] + [triton_pointer(out)]
     wide = is_wide(q, k, v, out)
     fused: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
-    flops = 2 * batch_heads * sq * sk * (d + dv)
+    flops = 2 * upper(batch_heads) * upper(sq) * upper(sk) * (d + dv)
+    symbols = kernel_symbols(out, *(op.shape for op in inst.operands))
     if fusion is not None:
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
         wide = needs_int64(fusion, q, k, v, out)
         fused, ops = _fused_sections(inst, fusion, compute, wide)
         flops += ops
+        symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *(i.shape for i in fusion.called.instructions))
+    names += [f"sym_{s}" for s in symbols]
+    pointers += ["i32"] * len(symbols)
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
                     q_ptr=qkv[0].ptr, k_ptr=qkv[1].ptr, v_ptr=qkv[2].ptr, sq=sq, sk=sk, d=d, dv=dv,
                     heads=heads, group=group, outer_axes=outer_axes, head_strides=head_strides,
@@ -242,7 +257,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops,
-                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)})
+                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols)
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
@@ -256,15 +271,15 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
     flops = 0
     if len(inst.operands) > 3:
         mask = inst.operands[3]
-        scores = [int(n) for n in q.dims[:-1]] + [int(inst.operands[1].shape.dims[-2])]
+        scores = list(kernel_dims(q)[:-1]) + [kernel_dims(inst.operands[1].shape)[-2]]
         em = TileEmitter(fusion, "m_", "BLOCK_M, BLOCK_N", scores,
                          [lead, Lanes("lane_q", (rank - 2,)), Lanes("lane_k", (rank - 1,))], wide)
         em.section(mask, broadcast_coords(em.coords, mask.shape))
         (sections["mask_section"],) = em.sections()
-        flops += em.ops * numel(scores)
+        flops += em.ops * upper(numel(scores))
     if fusion.called.root is not inst:
         sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
                                                                              Lanes("lane_dv", (rank - 1,))],
                                              "BLOCK_M, BLOCK_DV", wide)
-        flops += ops * inst.shape.numel()
+        flops += ops * upper(inst.shape.numel_expr())
     return sections, flops

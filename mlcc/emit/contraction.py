@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, merge_axes, numel, static_dims,
-                              strides)
+from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides,
+                              merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
                              pointer_params, read_as_is)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, kernel_symbols, lowering, render, tl_type, triton_pointer
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -95,10 +95,16 @@ class Operands:
 
     def template_args(self) -> dict:
         params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
-        return {"params": params, "lhs": self.lhs.ptr, "rhs": self.rhs.ptr}
+        return {"params": params + [f"sym_{s}" for s in self.symbols()], "lhs": self.lhs.ptr, "rhs": self.rhs.ptr}
 
     def pointers(self) -> list[str]:
-        return [triton_pointer(s) for s in self.inputs] + [triton_pointer(self.out)]
+        """The kernel's argument types: the pointers, then an i32 per symbol."""
+        return [triton_pointer(s) for s in self.inputs] + [triton_pointer(self.out)] + ["i32"] * len(self.symbols())
+
+    def symbols(self) -> list[str]:
+        """The symbols whose values the kernel takes at run time."""
+        inner = [i.shape for i in self.fusion.called.instructions] if self.fusion is not None else []
+        return kernel_symbols(self.lhs.shape, self.rhs.shape, self.out, *self.inputs, *inner)
 
     def wide(self) -> bool:
         shapes = (self.lhs.shape, self.rhs.shape, self.out, *self.inputs)
@@ -112,7 +118,7 @@ class Operands:
         bound = [] if self.second is None else [(self.second.contraction, self.second.acc)]
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
                                 bound)
-        return section, ops * self.out.numel()
+        return section, ops * upper(self.out.numel_expr())
 
 
 def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
@@ -153,12 +159,12 @@ def lower_contraction(inst: Instruction, kernel_name: str) -> Kernel:
 def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     inst = io.contraction
     lhs, rhs, out = io.lhs.shape, io.rhs.shape, io.out
-    ld, rd = static_dims(lhs, inst), static_dims(rhs, inst)
+    ld, rd = kernel_dims(lhs), kernel_dims(rhs)
     lb, lc = list(inst.attrs["lhs_batch_dims"]), list(inst.attrs["lhs_contracting_dims"])
     rb, rc = list(inst.attrs["rhs_batch_dims"]), list(inst.attrs["rhs_contracting_dims"])
     lf = [d for d in range(lhs.rank) if d not in lb + lc]
     rf = [d for d in range(rhs.rank) if d not in rb + rc]
-    ls, rs, os = strides(lhs), strides(rhs), strides(out)
+    ls, rs, os = kernel_strides(lhs), kernel_strides(rhs), kernel_strides(out)
     nb, nlf = len(lb), len(lf)
     batch_axes = merge_axes(Axis(ld[a], (ls[a], rs[b], os[i])) for i, (a, b) in enumerate(zip(lb, rb)))
     m_axes = merge_axes(Axis(ld[d], (ls[d], os[nb + j])) for j, d in enumerate(lf))
@@ -183,8 +189,8 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows),
-                  flops=2 * batch * m * n * k + fused_flops,
-                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)})
+                  flops=2 * upper(batch) * upper(m) * upper(n) * upper(k) + fused_flops,
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)}, scalars=io.symbols())
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:
@@ -198,7 +204,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
                                f"normalize the dot's output columns {columns}")
     compute = "f64" if x.shape.dtype == "f64" else "f32"
     root = check_root(fusion, dot)
-    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", [int(d) for d in dot.shape.dims], lanes, io.wide())
+    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", kernel_dims(dot.shape), lanes, io.wide())
     em.bind(dot, "acc", _acc_dtype(io.lhs.shape.dtype))
     em.section(x)
     for param in norm.operands[1:]:  # the scale and the bias, at the columns only
@@ -211,7 +217,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
             "epsilon": float(norm.attrs["epsilon"]), "compute_type": tl_type(compute),
             "sqrt": "tl.sqrt" if compute == "f64" else "tl.sqrt_rn"}
     per_element = 8 if norm.opcode == "layer-norm" else 4
-    return spec, post, (em.ops + per_element) * io.out.numel()
+    return spec, post, (em.ops + per_element) * upper(io.out.numel_expr())
 
 
 @dataclass(frozen=True)

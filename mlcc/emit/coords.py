@@ -56,9 +56,9 @@ def kernel_strides(shape: Shape) -> tuple[Size, ...]:
     return tuple(out)
 
 
-def upper(n: Size) -> int:
-    """The largest value of a size over its symbols' ranges: what tiles are chosen for."""
-    return interval(size(n))[1]
+def upper(n: Size | str) -> int:
+    """The largest value of a size (or a dim's text) over its symbols' ranges: what tiles are chosen for."""
+    return interval(size(as_sym(n) if isinstance(n, str) else n))[1]
 
 
 def merge_axes(axes: Iterable[Axis]) -> list[Axis]:

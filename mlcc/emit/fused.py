@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlcc.emit.coords import is_wide, kernel_dims
-from mlcc.emit.indexing import Affine, Body, Mask, Size, interval, size
+from mlcc.emit.indexing import Affine, Body, Mask, Size, interval, size, size_code
 from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.views import affine_view
@@ -59,12 +59,12 @@ class FusedOperand:
     ``view_strides`` replace the dense strides of the shape's layout."""
     index: int
     shape: Shape
-    offset: int = 0
-    view_strides: tuple[int, ...] | None = None
+    offset: Size = 0
+    view_strides: tuple[Size, ...] | None = None
 
     @property
     def ptr(self) -> str:
-        return f"in{self.index}" if self.offset == 0 else f"(in{self.index} + {int(self.offset)})"
+        return f"in{self.index}" if self.offset == 0 else f"(in{self.index} + {size_code(self.offset)})"
 
 
 class _PrefixedBody(Body):

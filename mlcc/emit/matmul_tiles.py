@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 
-from mlcc.emit.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most
+from mlcc.emit.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most, upper
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import LaunchConfig, cdiv, next_pow2
+from mlcc.emit.indexing import Size
+from mlcc.emit.kernel import LaunchConfig, cdiv, grid_size, next_pow2
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES
@@ -30,21 +31,26 @@ def uses_tl_dot(dtype: str) -> bool:
     return dtype in DOT_DTYPES
 
 
-def matmul_problem(m: int, n: int, k: int, batch: int, dtype: str, whole_rows: bool = False) -> dict:
-    """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"])."""
-    return {"m": m, "n": n, "k": k, "batch": batch, "dtype": dtype, "whole_rows": whole_rows}
+def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False) -> dict:
+    """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
+    the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates."""
+    problem = {"m": upper(m), "n": upper(n), "k": upper(k), "batch": upper(batch), "dtype": dtype,
+               "whole_rows": whole_rows}
+    if not all(isinstance(x, int) for x in (m, n, k, batch)):
+        problem["sizes"] = (m, n, batch)
+    return problem
 
 
-def matmul_launch(m: int, n: int, k: int, batch: int, dtype: str, interpreter: bool,
+def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
                   whole_rows: bool = False, spec: GpuSpec = GENERIC) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow spec (GENERIC: what every GPU can run)."""
-    if batch > MAX_GRID_Y:
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows)
+    if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
         raise UnsupportedError(f"a row norm after a {dtype} dot")
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows)
     if interpreter:
         tiles, warps, stages = _interpreter_tiles(problem)
     else:
@@ -60,6 +66,12 @@ def matmul_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stag
     constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": tiles["BLOCK_K"], "GROUP_M": tiles["GROUP_M"]}
     if problem["dtype"] == "bf16":
         constexprs["DOT_F32"] = int(interpreter)
+    if "sizes" in problem:  # symbolic: the runtime evaluates the grid for the sizes of each call
+        m, n, batch = problem["sizes"]
+        tiles = [grid_size(m, bm), grid_size(n, bn)]
+        programs = tiles[0] * tiles[1] if all(isinstance(t, int) for t in tiles) else " * ".join(map(str, tiles))
+        return LaunchConfig(constexprs, (programs, grid_size(batch, 1), 1), num_warps=num_warps,
+                            num_stages=num_stages)
     programs = cdiv(max(problem["m"], 1), bm) * cdiv(max(problem["n"], 1), bn)
     return LaunchConfig(constexprs, (programs, max(problem["batch"], 1), 1), num_warps=num_warps,
                         num_stages=num_stages)

@@ -8,9 +8,14 @@ slices of a fused QKV projection cost no copies.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from typing import Union
 
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.symbolic import Sym, as_sym
+
+Size = Union[int, Sym]  # a symbolic dim's size or stride is a Sym (mlcc/hlo/symbolic.py)
 
 VIEW_OPS = frozenset({"bitcast", "slice", "transpose"})
 
@@ -18,8 +23,8 @@ VIEW_OPS = frozenset({"bitcast", "slice", "transpose"})
 @dataclass(frozen=True)
 class View:
     source: Instruction          # the value owning the bytes (dense in its own layout)
-    offset: int                  # elements from the start of source's buffer
-    strides: tuple[int, ...]     # elements per step of each of the view's logical dims
+    offset: Size                 # elements from the start of source's buffer
+    strides: tuple[Size, ...]    # elements per step of each of the view's logical dims
 
 
 def _reshape_strides(old_dims: tuple[int, ...], old_strides: tuple[int, ...],
@@ -37,7 +42,7 @@ def _reshape_strides(old_dims: tuple[int, ...], old_strides: tuple[int, ...],
         po, pn = old[i][0], new[j][1]
         i, j = i + 1, j + 1
         while po != pn:
-            if po < pn:
+            if _smaller(po, pn):
                 if i >= len(old):
                     return None
                 og.append(old[i])
@@ -50,12 +55,37 @@ def _reshape_strides(old_dims: tuple[int, ...], old_strides: tuple[int, ...],
                 pn *= new[j][1]
                 j += 1
         for (d1, s1), (d2, s2) in zip(og, og[1:]):
-            if s1 != s2 * d2:
+            if s1 != _size(s2 * d2):
                 return None
         acc = og[-1][1]
         for idx, d in reversed(ng):
             out[idx] = acc
-            acc *= d
+            acc = _size(acc * d)
+    return tuple(out)
+
+
+def _size(x: Size) -> Size:
+    return x.value if isinstance(x, Sym) and x.is_const else x
+
+
+def _smaller(a: Size, b: Size) -> bool:
+    """Whether group product a grows to meet b: a < b, or for symbolic sizes a divides b."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a < b
+    return as_sym(b).exact_div(a) is not None
+
+
+def _sizes(shape: Shape) -> tuple[Size, ...]:
+    return tuple(d if isinstance(d, int) else _size(as_sym(d)) for d in shape.dims)
+
+
+def _strides(shape: Shape) -> tuple[Size, ...]:
+    dims = _sizes(shape)
+    out: list[Size] = [0] * shape.rank
+    step: Size = 1
+    for d in shape.layout:
+        out[d] = step
+        step = _size(step * dims[d])
     return tuple(out)
 
 
@@ -64,7 +94,7 @@ def _transpose_of(bitcast: Instruction) -> tuple[int, ...] | None:
     from mlcc.hlo.passes.layout_assignment import transposed_layout  # local: passes import this module too
     src = bitcast.operands[0].shape
     dst = bitcast.shape
-    if src.rank != dst.rank or sorted(src.dims) != sorted(dst.dims):
+    if src.rank != dst.rank or Counter(src.dims) != Counter(dst.dims):
         return None
     import itertools
     if src.rank > 6:
@@ -84,16 +114,17 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
     while x.opcode in VIEW_OPS and id(x) not in stop:
         chain.append(x)
         x = x.operands[0]
-    if not isinstance(x.shape, Shape) or not x.shape.is_static:
+    if not isinstance(x.shape, Shape):
         return None
-    strides = tuple(int(s) for s in x.shape.strides())
-    offset = 0
-    dims = tuple(int(d) for d in x.shape.dims)
+    strides = _strides(x.shape)
+    offset: Size = 0
+    dims = _sizes(x.shape)
     for step in reversed(chain):
         if step.opcode == "slice":
             starts, st = step.attrs["start_indices"], step.attrs["strides"]
-            offset += sum(a * s for a, s in zip(starts, strides))
-            strides = tuple(s * k for s, k in zip(strides, st))
+            for a, s in zip(starts, strides):
+                offset = _size(offset + a * s)
+            strides = tuple(_size(s * k) for s, k in zip(strides, st))
         elif step.opcode == "transpose":
             perm = step.attrs["dimensions"]
             strides = tuple(strides[p] for p in perm)
@@ -103,11 +134,11 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
             if perm is not None and src.layout != step.shape.layout:
                 strides = tuple(strides[p] for p in perm)
             elif src.is_row_major() and step.shape.is_row_major():
-                new = _reshape_strides(dims, strides, tuple(int(d) for d in step.shape.dims))
+                new = _reshape_strides(dims, strides, _sizes(step.shape))
                 if new is None:
                     return None
                 strides = new
             else:
                 return None
-        dims = tuple(int(d) for d in step.shape.dims)
+        dims = _sizes(step.shape)
     return View(x, offset, strides)
