@@ -312,3 +312,30 @@ def test_equal_and_where_on_a_shape_fold() -> None:
     assert module.entry.root.shape.elements[0].dims == (1, "seq", 4)
     check_against_ort(model, module, lambda env: {"x": np.ones((1, env["seq"], 4), np.float32)},
                       [{"seq": 1}, {"seq": 6}])
+
+
+def test_slice_reduceprod_size_div_neg_squeeze_of_shapes_fold() -> None:
+    """[b, seq, 8] -> [b*seq, 8] two ways: ReduceProd of Shape[0:2], and -(-Size // 8) squeezed to a scalar."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero1", "two1"], ["bs"]),
+             helper.make_node("ReduceProd", ["bs"], ["rows"], keepdims=1),
+             helper.make_node("Concat", ["rows", "eight1"], ["t1"], axis=0),
+             helper.make_node("Reshape", ["x", "t1"], ["y1"]),
+             helper.make_node("Size", ["x"], ["n"]),
+             helper.make_node("Neg", ["n"], ["neg"]),
+             helper.make_node("Div", ["neg", "eight"], ["q"]),
+             helper.make_node("Neg", ["q"], ["rows2"]),
+             helper.make_node("Unsqueeze", ["rows2", "zero1"], ["rows2v"]),
+             helper.make_node("Squeeze", ["rows2v", "zero1"], ["rows2s"]),
+             helper.make_node("Unsqueeze", ["rows2s", "zero1"], ["rows2w"]),
+             helper.make_node("Concat", ["rows2w", "minus1"], ["t2"], axis=0),
+             helper.make_node("Reshape", ["x", "t2"], ["y2"]),
+             helper.make_node("Add", ["y1", "y2"], ["out"])]
+    model = model_of(nodes, [vi("x", ["b", "seq", 8])], [vi("out", [None, 8])],
+                     [ints("zero1", [0]), ints("two1", [2]), ints("eight1", [8]), ints("eight", 8),
+                      ints("minus1", [-1])])
+    module = import_onnx(model)
+    assert module.entry.root.shape.elements[0].dims == ("b*seq", 8)
+    assert not shape_constants(module)
+    check_against_ort(model, module, lambda env: {"x": np.arange(env["b"] * env["seq"] * 8, dtype=np.float32).reshape(
+        env["b"], env["seq"], 8)}, [{"b": 1, "seq": 3}, {"b": 2, "seq": 5}])
