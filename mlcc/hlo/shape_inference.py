@@ -265,10 +265,10 @@ def _pad(opcode, ops, attrs, given):
     out = []
     for d, l, h, i in zip(x.dims, lo, hi, inter):
         if not isinstance(d, int):
-            if l == h == i == 0:
-                out.append(d)
-                continue
-            raise ShapeError(f"pad: padding symbolic dim {d}")
+            if i != 0:
+                raise ShapeError(f"pad: interior padding of symbolic dim {d}")
+            out.append(dim_of(as_sym(d) + l + h))  # that it stays >= 0 is the frontend's to decide
+            continue
         n = d + l + h + max(d - 1, 0) * i
         if n < 0:
             raise ShapeError("pad: negative result dim")

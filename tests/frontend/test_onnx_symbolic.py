@@ -276,3 +276,66 @@ def test_causal_mask_with_symbolic_diagonal() -> None:
     assert module.entry.root.shape.elements[0].dims == ("seq", 4)
     assert not shape_constants(module)
     check_against_ort(model, module, _kv_feeds, [{"past": 0, "seq": 3}, {"past": 4, "seq": 2}])
+
+
+def test_slice_of_static_mask_buffer_from_past_to_total() -> None:
+    """HF-style bias[past:past + seq, :past + seq] of a static [32, 32] buffer (both bounds symbolic)."""
+    buf = numpy_helper.from_array(np.tril(np.ones((32, 32), np.float32)) * np.arange(1, 33, dtype=np.float32), "buf")
+    nodes = _past_and_seq_nodes() + [
+        helper.make_node("Unsqueeze", ["past", "axes0"], ["past1"]),
+        helper.make_node("Unsqueeze", ["total", "axes0"], ["total1"]),
+        helper.make_node("Concat", ["past1", "zero1"], ["starts"], axis=0),
+        helper.make_node("Concat", ["total1", "total1"], ["ends"], axis=0),
+        helper.make_node("Slice", ["buf", "starts", "ends", "axes01"], ["mask"]),
+        helper.make_node("Concat", ["k", "q"], ["kv"], axis=0),
+        helper.make_node("MatMul", ["mask", "kv"], ["out"])]
+    model = model_of(nodes, [vi("k", ["past", 4]), vi("q", ["seq", 4])], [vi("out", ["seq", 4])],
+                     [ints("zero", 0), ints("axes0", [0]), ints("zero1", [0]), ints("axes01", [0, 1]), buf])
+    module = import_onnx(model, dim_ranges={"past": (0, 16), "seq": (1, 16)})
+    (cut,) = [i for i in module.entry.instructions if i.opcode == "slice"]
+    assert cut.shape.dims == ("seq", "past+seq")
+    check_against_ort(model, module, _kv_feeds, [{"past": 0, "seq": 3}, {"past": 7, "seq": 2}])
+
+
+def test_equal_and_where_on_a_shape_fold() -> None:
+    """Where(Equal(shape, -1), 1, shape), the guard exporters put before an Expand, is decided at import."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Equal", ["s", "minus_ones"], ["is_neg"]),
+             helper.make_node("Where", ["is_neg", "ones", "s"], ["target"]),
+             helper.make_node("Expand", ["row", "target"], ["wide"]),
+             helper.make_node("Mul", ["x", "wide"], ["out"])]
+    row = numpy_helper.from_array(np.arange(1, 5, dtype=np.float32).reshape(1, 1, 4), "row")
+    model = model_of(nodes, [vi("x", [1, "seq", 4])], [vi("out", [1, "seq", 4])],
+                     [ints("minus_ones", [-1, -1, -1]), ints("ones", [1, 1, 1]), row])
+    module = import_onnx(model)
+    assert not shape_constants(module)
+    assert module.entry.root.shape.elements[0].dims == (1, "seq", 4)
+    check_against_ort(model, module, lambda env: {"x": np.ones((1, env["seq"], 4), np.float32)},
+                      [{"seq": 1}, {"seq": 6}])
+
+
+def test_slice_reduceprod_size_div_neg_squeeze_of_shapes_fold() -> None:
+    """[b, seq, 8] -> [b*seq, 8] two ways: ReduceProd of Shape[0:2], and -(-Size // 8) squeezed to a scalar."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero1", "two1"], ["bs"]),
+             helper.make_node("ReduceProd", ["bs"], ["rows"], keepdims=1),
+             helper.make_node("Concat", ["rows", "eight1"], ["t1"], axis=0),
+             helper.make_node("Reshape", ["x", "t1"], ["y1"]),
+             helper.make_node("Size", ["x"], ["n"]),
+             helper.make_node("Neg", ["n"], ["neg"]),
+             helper.make_node("Div", ["neg", "eight"], ["q"]),
+             helper.make_node("Neg", ["q"], ["rows2"]),
+             helper.make_node("Unsqueeze", ["rows2", "zero1"], ["rows2v"]),
+             helper.make_node("Squeeze", ["rows2v", "zero1"], ["rows2s"]),
+             helper.make_node("Unsqueeze", ["rows2s", "zero1"], ["rows2w"]),
+             helper.make_node("Concat", ["rows2w", "minus1"], ["t2"], axis=0),
+             helper.make_node("Reshape", ["x", "t2"], ["y2"]),
+             helper.make_node("Add", ["y1", "y2"], ["out"])]
+    model = model_of(nodes, [vi("x", ["b", "seq", 8])], [vi("out", [None, 8])],
+                     [ints("zero1", [0]), ints("two1", [2]), ints("eight1", [8]), ints("eight", 8),
+                      ints("minus1", [-1])])
+    module = import_onnx(model)
+    assert module.entry.root.shape.elements[0].dims == ("b*seq", 8)
+    assert not shape_constants(module)
+    check_against_ort(model, module, lambda env: {"x": np.arange(env["b"] * env["seq"] * 8, dtype=np.float32).reshape(
+        env["b"], env["seq"], 8)}, [{"b": 1, "seq": 3}, {"b": 2, "seq": 5}])

@@ -518,10 +518,9 @@ class _GraphImporter:
                 dims = tuple(d if d is not None else "?" for d in (info[1] or ())) if info else ()
                 self.ctx.tensors[out] = Tensor(out, dtype, dims, origin=(label,), deferred=r.reason)
                 continue
-            elif isinstance(r, np.ndarray) and collapse(r).dtype == object:
-                t = self._symbolic(out, collapse(r), (label,))
+            elif (arr := collapse(np.asarray(r))).dtype == object:  # still symbolic after constant folding
+                t = self._symbolic(out, arr, (label,))
             else:
-                arr = collapse(np.asarray(r))
                 info = self.ctx.inferred.get(out)
                 want = ir_dtype(info[0]) if info else None
                 if want is not None:

@@ -9,8 +9,9 @@ appeared in::
 For a model whose opset for that domain is N, the rule with the largest
 ``since <= N`` applies. A rule returns one entry per node output: an IR
 instruction, a numpy array (a value known at import time, which becomes an IR
-constant only if something needs it), a Deferred (see there), or None (an
-output that is absent or unused).
+constant only if something needs it; an object array of ints and Syms is a
+value known in terms of symbolic dims, e.g. Shape of ``[1, seq]``, which has no
+IR form), a Deferred (see there), or None (an output that is absent or unused).
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ class Tensor:
     exists in the IR. ``deferred`` explains a value that has neither: one
     computed from symbolic dims (only its consumers' inferred shapes are known),
     or an initializer of a type mlcc lacks (an error only if something uses it).
+    ``sym`` holds a value known in terms of symbolic dims (mlcc.frontend.onnx.
+    symbolic_values); such a value also has ``deferred`` set, since rules that
+    need data see it as unknown.
     """
 
     name: str

@@ -112,9 +112,12 @@ def equal(a: int | Sym, b: int | Sym, ranges: Mapping[str, tuple[int, int]]) -> 
     return None
 
 
+_AXES_INPUT_SINCE = {"Squeeze": 13, "Unsqueeze": 13, "ReduceProd": 18}  # before that opset, an attribute
+
+
 def _axes(node: OnnxNode, values: list, rank: int) -> list[int] | None:
-    """Axes given by attribute (older opsets) or by input 1 (opset 13 on)."""
-    if node.opset >= 13 and node.op_type in ("Squeeze", "Unsqueeze") or node.opset >= 18 and node.op_type == "ReduceProd":
+    """Axes given by attribute (older opsets) or by input 1; None when absent."""
+    if node.opset >= _AXES_INPUT_SINCE[node.op_type]:
         if not node.has_input(1):
             return None
         axes = _ints(values[1])
@@ -156,7 +159,7 @@ def _unsqueeze(node: OnnxNode, values: list) -> list[np.ndarray] | None:
     given = node.attr("axes", None) if node.opset < 13 else _ints(values[1]) if node.has_input(1) else None
     if x is None or given is None:
         return None
-    rank = x.ndim + len(given)
+    rank = x.ndim + len(given)  # the axes count in the output's rank
     axes = sorted(node.axis(int(a), rank) for a in given)
     rest = iter(x.shape)
     return [x.reshape([1 if i in axes else next(rest) for i in range(rank)])]

@@ -9,6 +9,7 @@ import numpy as np
 from mlcc.frontend.onnx.registry import OnnxNode
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.ir import Dim, Instruction, Shape, is_float
+from mlcc.hlo.symbolic import SymbolicError, product
 
 
 def scalar(b: Builder, value: float | int | bool, dtype: str) -> Instruction:
@@ -32,21 +33,11 @@ def broadcast_in_dims(b: Builder, x: Instruction, dims: Sequence[Dim], mapping: 
 
 
 def dims_product(dims: Sequence[Dim]) -> Dim | None:
-    """The product of dims: an int, a single symbolic name times ones, or None when it cannot be written."""
-    n = 1
-    syms = []
-    for d in dims:
-        if isinstance(d, int):
-            n *= d
-        else:
-            syms.append(d)
-    if not syms:
-        return n
-    if len(syms) == 1 and n == 1:
-        return syms[0]
-    if n == 0:
-        return 0
-    return None
+    """The product of dims: an int or a symbolic expression (``4*seq``); None when a dim is unknown ("?")."""
+    try:
+        return product(dims)
+    except SymbolicError:
+        return None
 
 
 def kept_dims(dims: Sequence[Dim], axes: Sequence[int]) -> tuple[Dim, ...]:
