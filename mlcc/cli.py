@@ -236,35 +236,44 @@ def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, hbm_b
 @click.option("--target", "targets", default=None, help="Targets when compiling (default sm_80,sm_90).")
 @click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
               help="Compile at this precision; the default tolerances follow it.")
+@click.option("--shape", "shapes", multiple=True,
+              help="As for compile. A symbolic dim kept over a range (seq=1..64) is checked at its smallest, "
+                   "middle and largest size. Repeatable.")
 @click.option("--json", "as_json", is_flag=True)
 def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device: str, seed: int,
-               rtol: float | None, atol: float | None, targets: str | None, precision: str, as_json: bool) -> None:
+               rtol: float | None, atol: float | None, targets: str | None, precision: str, shapes: tuple[str, ...],
+               as_json: bool) -> None:
     """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
     import mlcc
     from mlcc.compiler import detect_format
-    from mlcc.verify import PRECISION_TOLERANCES, compare, load_npz, onnxruntime_outputs, random_inputs
+    from mlcc.verify import PRECISION_TOLERANCES, compare, load_npz, onnxruntime_outputs, random_inputs, symbol_sizes
     with _diagnostics(as_json):
         with contextlib.ExitStack() as stack:
             out_dir = bundle or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-"))) / "b"
-            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"], precision=precision)
+            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"], precision=precision,
+                                       shapes=_parse_shapes(shapes))
             mlcc.compile(model, out_dir, options=opts)
             exe = mlcc.load(out_dir, device=device)
             data = load_npz(inputs_path) if inputs_path else {}
             feeds = {n: data[n] for n in exe.input_names if n in data}
+            runs = [feeds]
             if len(feeds) != len(exe.input_names):
-                feeds = random_inputs(exe.manifest["inputs"], seed)
-            got = exe.run(feeds)
-            expected = {n[4:]: v for n, v in data.items() if n.startswith("out:")}
-            expected.update({n: v for n, v in data.items() if n.startswith("out") and n[3:].isdigit()})
-            reference = "npz"
-            if detect_format(model) == "onnx":
-                expected = onnxruntime_outputs(model, feeds)
-                reference = "onnxruntime"
-            if not expected:
-                raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
+                runs = [random_inputs(exe.manifest["inputs"], seed, env)
+                        for env in symbol_sizes(exe.manifest.get("symbols", {}))]
             tol = PRECISION_TOLERANCES[precision]
-            checks = compare(got, expected, rtol if rtol is not None or tol is None else tol[0],
-                             atol if atol is not None or tol is None else tol[1])
+            checks = []
+            for feeds in runs:
+                got = exe.run(feeds)
+                expected = {n[4:]: v for n, v in data.items() if n.startswith("out:")}
+                expected.update({n: v for n, v in data.items() if n.startswith("out") and n[3:].isdigit()})
+                reference = "npz"
+                if detect_format(model) == "onnx":
+                    expected = onnxruntime_outputs(model, feeds)
+                    reference = "onnxruntime"
+                if not expected:
+                    raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
+                checks += compare(got, expected, rtol if rtol is not None or tol is None else tol[0],
+                                  atol if atol is not None or tol is None else tol[1])
         ok = all(c.ok for c in checks)
         if as_json:
             click.echo(json.dumps({"ok": ok, "reference": reference, "outputs": [c.__dict__ | {"shape": list(c.shape)} for c in checks]},

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError
+from mlcc.runtime.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
     "float64": (1e-3, 1e-7), "float32": (1e-3, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5),
@@ -31,12 +32,24 @@ class OutputCheck:
     dtype: str
 
 
-def random_inputs(spec: list[dict[str, Any]], seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats ~ N(0,1), integers in {0, 1} (valid ids and masks), random booleans."""
+def symbol_sizes(symbols: Mapping[str, Any]) -> list[dict[str, int]]:
+    """The sizes a bundle with symbolic dims is checked at: every symbol at the smallest, a middle and the
+    largest size of its range (one run each); a static bundle runs once."""
+    if not symbols:
+        return [{}]
+    picks = [{k: lo for k, (lo, hi) in symbols.items()}, {k: (lo + hi) // 2 for k, (lo, hi) in symbols.items()},
+             {k: hi for k, (lo, hi) in symbols.items()}]
+    return [p for i, p in enumerate(picks) if p not in picks[:i]]
+
+
+def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str, int] | None = None
+                  ) -> dict[str, np.ndarray]:
+    """Seeded inputs: floats ~ N(0,1), integers in {0, 1} (valid ids and masks), random booleans; symbolic
+    dims at ``sizes``."""
     rng = np.random.default_rng(seed)
     out = {}
     for s in spec:
-        shape = [int(d) for d in s["shape"]]
+        shape = [eval_size(d, sizes or {}) for d in s["shape"]]
         dt = np.dtype(s["numpy_dtype"]) if s["numpy_dtype"] != "bfloat16" else None
         if dt is None or dt.kind == "f":
             arr = rng.standard_normal(shape).astype(np.float32)

@@ -15,6 +15,7 @@ from onnx import helper as h
 import mlcc
 from mlcc.errors import UnsupportedError
 from mlcc.runtime.bundle import BundleError
+from mlcc_test_paths import ROOT, SHARED_MODELS
 
 
 def _loop_model() -> onnx.ModelProto:
@@ -97,3 +98,104 @@ def test_a_symbolic_input_needs_a_range_or_a_size(tmp_path):
     with pytest.raises(UnsupportedError, match=r"--shape n=1..MAX\) or a size \(--shape n=N\)"):
         mlcc.compile(path, tmp_path / "b", targets=[])
     assert not (tmp_path / "b").exists()
+
+
+# ---- real exports ------------------------------------------------------------------------------------
+
+def _ort(path, feeds):
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.fixture(scope="module")
+def gpt2_dyn(tmp_path_factory):
+    """gpt2_dyn_tiny.onnx (TorchScript export with a symbolic seq) compiled once for seq in 1..64."""
+    path = SHARED_MODELS / "gpt2_dyn_tiny.onnx"
+    return path, mlcc.compile(path, tmp_path_factory.mktemp("gpt2_dyn") / "b", targets=[], shapes={"seq": "1..64"})
+
+
+@pytest.mark.parametrize("seq", [1, 7, 16])
+def test_gpt2_with_a_symbolic_seq_compiles_once_and_runs_at_every_length(gpt2_dyn, seq):
+    path, result = gpt2_dyn
+    ids = np.random.default_rng(seq).integers(0, 1000, (1, seq)).astype(np.int64)
+    (want,) = _ort(path, {"input_ids": ids})
+    got = mlcc.load(result.out_dir).run({"input_ids": ids})["logits"]
+    assert got.shape == (1, seq, 1000)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_symbolic_gpt2_launches_as_many_kernels_as_a_static_one(gpt2_dyn, tmp_path):
+    _, result = gpt2_dyn
+    static = mlcc.compile(SHARED_MODELS / "gpt2_dyn_tiny.onnx", tmp_path / "s", targets=[], shapes={"seq": [16]})
+    symbolic = json.loads((result.out_dir / "manifest.json").read_text())
+    assert len(symbolic["schedule"]) == len(json.loads((static.out_dir / "manifest.json").read_text())["schedule"])
+    assert all(launch["scalars"] == ["seq"] for launch in symbolic["schedule"])
+    # the arena holds the largest size: [64, 64]-sized activations and the [4, 64, 64] scores fit
+    assert symbolic["memory_plan"]["arena_bytes"] >= 4 * 64 * 64 * 4
+
+
+@pytest.fixture(scope="module")
+def kv_decoder(tmp_path_factory):
+    """A GPT-2-style decoder with a KV cache exported with symbolic seq and past (presents: past + seq)."""
+    pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpt2_export import export
+    root = tmp_path_factory.mktemp("kv")
+    path = root / "kv.onnx"
+    export(str(path), layers=2, d=64, heads=4, vocab=1000, seq=4, kv_cache=True, past=12, seed=0, positions=64,
+           dynamic=True)
+    return path, mlcc.compile(path, root / "b", targets=[], shapes={"seq": "1..16", "past": "0..48"})
+
+
+@pytest.mark.parametrize("seq,past", [(1, 0), (1, 12), (7, 30), (16, 48)])
+def test_kv_cache_decoder_runs_every_seq_and_past_from_one_bundle(kv_decoder, seq, past):
+    path, result = kv_decoder
+    rng = np.random.default_rng(seq * 100 + past)
+    feeds = {"input_ids": rng.integers(0, 1000, (1, seq)).astype(np.int64)}
+    for i in range(2):
+        for kind in ("key", "value"):
+            feeds[f"past_{kind}_{i}"] = rng.standard_normal((1, 4, past, 16)).astype(np.float32)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    got = mlcc.load(result.out_dir).run(feeds)
+    assert got["present_key_1"].shape == (1, 4, past + seq, 16)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-3, atol=1e-4, err_msg=name)
+
+
+def test_mlp_with_a_symbolic_batch(tmp_path):
+    model = onnx.load(SHARED_MODELS / "mlp.onnx")
+    for v in list(model.graph.input) + list(model.graph.output):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    ex = mlcc.load(mlcc.compile(path, tmp_path / "b", targets=[], shapes={"batch": "1..8"}).out_dir)
+    name = model.graph.input[0].name
+    for batch in (1, 3, 8):
+        x = np.random.default_rng(batch).standard_normal((batch, 64)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({name: x})[model.graph.output[0].name], _ort(path, {name: x})[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_a_template_without_symbolic_sizes_names_the_op_and_the_flag(tmp_path):
+    w = h.make_tensor("w", T.FLOAT, [4, 3, 3, 3], np.zeros(108, np.float32))
+    graph = h.make_graph([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 8, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4, 8, 8])], [w])
+    path = tmp_path / "conv.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    with pytest.raises(UnsupportedError, match=r"convolution.*static sizes only.*--shape batch=N"):
+        mlcc.compile(path, tmp_path / "b", targets=[], shapes={"batch": "1..8"})
+    assert mlcc.compile(path, tmp_path / "b", targets=[], shapes={"batch": [2]}).out_dir.exists()
+
+
+def test_verify_checks_the_smallest_middle_and_largest_size(gpt2_dyn):
+    from click.testing import CliRunner
+
+    from mlcc.cli import main
+    path, _ = gpt2_dyn
+    out = CliRunner().invoke(main, ["verify", str(path), "--shape", "seq=1..64", "--target", "none", "--json"])
+    assert out.exit_code == 0, out.output
+    checks = json.loads(out.output)["outputs"]
+    assert [c["shape"] for c in checks] == [[1, 1, 1000], [1, 32, 1000], [1, 64, 1000]]
+    assert all(c["ok"] for c in checks)

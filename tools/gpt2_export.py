@@ -4,6 +4,7 @@
                                          [--kv-cache --past 16] [--seed 0] [--positions N] [--dynamic]
 
 With --dynamic the sequence dim of input_ids and logits is exported as the symbolic dim ``seq``
+(and with --kv-cache the past length as ``past``)
 (the exporter then leaves Shape/Range/ConstantOfShape chains in the graph). The test model
 tests/data/models/gpt2_dyn_tiny.onnx is made with
 
@@ -90,11 +91,17 @@ def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, bat
             args += (torch.randn(batch, heads, past, d // heads), torch.randn(batch, heads, past, d // heads))
             inputs += [f"past_key_{i}", f"past_value_{i}"]
             outputs += [f"present_key_{i}", f"present_value_{i}"]
+    axes = None
+    if dynamic:  # seq symbolic; with a KV cache the past length too (presents hold past + seq tokens)
+        axes = {"input_ids": {1: "seq"}, "logits": {1: "seq"}}
+        for name in inputs[1:]:
+            axes[name] = {2: "past"}
+        for name in outputs[1:]:
+            axes[name] = {2: "total"}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, path, dynamo=False, opset_version=17, input_names=inputs,
-                          output_names=outputs, do_constant_folding=True,
-                          dynamic_axes={"input_ids": {1: "seq"}, "logits": {1: "seq"}} if dynamic else None)
+                          output_names=outputs, do_constant_folding=True, dynamic_axes=axes)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from mlcc.emit.indexing import Size, interval, size
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
-from mlcc.hlo.symbolic import as_sym
+from mlcc.hlo.symbolic import as_sym, symbols_of
 
 INT32_LIMIT = 2**31 - 1
 MAX_GRID_Y = 65535   # CUDA's limit on grid axes 1 and 2
@@ -32,7 +32,9 @@ class Axis:
 
 def static_dims(shape: Shape, inst: Instruction) -> tuple[int, ...]:
     if not shape.is_static:
-        raise UnsupportedError(f"%{inst.name} ({inst.opcode}): kernels need static dims, got {shape}")
+        names = " ".join(f"--shape {n}=N" for n in symbols_of(shape.dims))
+        raise UnsupportedError(f"%{inst.name} ({inst.opcode}): its kernel template takes static sizes only, got "
+                               f"{shape}; specialize them at compile time ({names})")
     return tuple(int(d) for d in shape.dims)
 
 

@@ -299,7 +299,8 @@ def _transpose(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -
 @rule("slice")
 def _slice(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     a = inst.attrs
-    new = [c * st + s for c, s, st in zip(coords, a["start_indices"], a["strides"])]
+    starts = [s if isinstance(s, int) else size(as_sym(s)) for s in a["start_indices"]]  # symbolic: text
+    new = [c * st + s for c, s, st in zip(coords, starts, a["strides"])]
     return em.value(inst.operands[0], new, mask)
 
 

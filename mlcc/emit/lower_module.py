@@ -24,7 +24,9 @@ from mlcc.emit.kernel import Kernel, lower, lowering_key
 from mlcc.emit.tiling import TILINGS, Tiling, configure_targets
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
+from mlcc.emit.loop import LOOP_OPS
 from mlcc.hlo.ir import Instruction, Module
+from mlcc.hlo.symbolic import SymbolicError, symbols_of
 from mlcc.names import sanitize_identifier
 
 if TYPE_CHECKING:
@@ -86,12 +88,41 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
     return kernels, launches
 
 
+# The templates that take symbolic sizes as kernel arguments (a row kernel's rows, a matmul's M, N, K and
+# batch, attention's sequence lengths, any loop kernel's dims); others need static shapes (--shape NAME=N).
+SYMBOLIC_LOWERINGS = frozenset(LOOP_OPS) | {"fusion:loop", "layer-norm", "rms-norm", "softmax", "fusion:input",
+                                            "dot", "fusion:output", "attention", "fusion:attention"}
+
+
+def _is_symbolic(inst: Instruction) -> bool:
+    shapes = [inst.shape, *(o.shape for o in inst.operands)]
+    if inst.called is not None:
+        shapes += [i.shape for i in inst.called.instructions]
+    return any(not e.is_static for s in shapes for e in (s.elements if s.is_tuple else (s,)))
+
+
+def _symbolic_error(inst: Instruction, why: str) -> UnsupportedError:
+    names = sorted({n for s in [inst.shape, *(o.shape for o in inst.operands)] if not s.is_tuple
+                    for n in symbols_of(s.dims)})
+    hint = " ".join(f"--shape {n}=N" for n in names) or "--shape"
+    origin = f" from {', '.join(inst.origin[:3])}" if inst.origin else ""
+    return UnsupportedError(f"%{inst.name} ({lowering_key(inst)}){origin} has symbolic sizes and {why}; "
+                            f"specialize them at compile time ({hint})")
+
+
 def _lower_steps(plan: BufferPlan, targets: Sequence[str], tuning: TuningDb | None, kernels: dict[str, Kernel],
                  by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
     for inst in plan.steps:
+        symbolic = _is_symbolic(inst)
+        if symbolic and lowering_key(inst) not in SYMBOLIC_LOWERINGS:
+            raise _symbolic_error(inst, "its template takes static sizes only")
         try:
             draft = lower(inst, PLACEHOLDER)
-        except (ValueError, KeyError, IndexError, TypeError) as e:
+        except (TypeError, SymbolicError) as e:
+            if symbolic:  # a size decision no symbolic rule covers: say so, never a wrong kernel
+                raise _symbolic_error(inst, str(e)) from e
+            raise InternalError(f"lowering %{inst.name} ({inst.opcode}) failed: {type(e).__name__}: {e}") from e
+        except (ValueError, KeyError, IndexError) as e:
             raise InternalError(f"lowering %{inst.name} ({inst.opcode}) failed: {type(e).__name__}: {e}") from e
         draft.signature = kernel_signature(draft)
         configure_targets(draft, targets, tuning)

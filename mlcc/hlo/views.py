@@ -123,7 +123,7 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
         if step.opcode == "slice":
             starts, st = step.attrs["start_indices"], step.attrs["strides"]
             for a, s in zip(starts, strides):
-                offset = _size(offset + a * s)
+                offset = _size(offset + (a if isinstance(a, int) else as_sym(a)) * s)
             strides = tuple(_size(s * k) for s, k in zip(strides, st))
         elif step.opcode == "transpose":
             perm = step.attrs["dimensions"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlcc.runtime.sizes import eval_size
+
 ALIGNMENT = 256
 LOOKAHEADS = (1 << 30, 8, 4, 2, 1, 0)  # how many steps before its use a copy may start (the plan's, then fewer)
 
@@ -70,15 +72,17 @@ def footprint(manifest: dict[str, Any]) -> int:
 
 
 def _fixed_bytes(manifest: dict[str, Any]) -> int:
-    io = sum(align(max(1, _nbytes(s))) for s in manifest["inputs"] + manifest["outputs"])
+    largest = {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
+    io = sum(align(max(1, _nbytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"])
     return manifest["memory_plan"]["arena_bytes"] + io
 
 
-def _nbytes(spec: dict[str, Any]) -> int:
+def _nbytes(spec: dict[str, Any], largest: dict[str, int]) -> int:
+    """An input's or output's bytes; with symbolic dims, at the largest sizes the bundle takes."""
     from mlcc.runtime.bundle import _numpy_dtype
     n = 1
     for d in spec["shape"]:
-        n *= int(d)
+        n *= eval_size(d, largest)
     return n * _numpy_dtype(spec["numpy_dtype"]).itemsize
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from mlcc.hlo.ir import DTYPE_BYTES, Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.symbolic import current_ranges
+from mlcc.hlo.symbolic import current_ranges, symbol_ranges
 from mlcc.hlo.traffic import operand_read_bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
@@ -113,7 +113,22 @@ def _cheap(inst: Instruction) -> bool:
         return _bytes(src) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
     if inst.opcode in LOOP_OPS and _bytes(inst) <= TINY_BYTES:
         return all(_bytes(o) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
-    return False
+    return _from_indices(inst)
+
+
+INDEX_OPS = ELEMENTWISE_OPS | {"broadcast", "bitcast", "reshape", "transpose"}
+
+
+def _from_indices(inst: Instruction, depth: int = 8) -> bool:
+    """inst is computed from element indices and inline constants alone (a causal mask: iotas compared):
+    it reads no memory, so each consumer recomputes it at whatever size rather than storing it."""
+    if inst.opcode == "iota":
+        return True
+    if inst.opcode == "constant":
+        return "ref" not in inst.attrs
+    if depth == 0 or inst.opcode not in INDEX_OPS or not inst.operands:
+        return False
+    return all(_from_indices(o, depth - 1) for o in inst.operands)
 
 
 def _operands_outside(group: Group) -> list[Instruction]:
@@ -214,6 +229,10 @@ class Fusion(Pass):
         self.explanations: list[str] = []
 
     def run(self, module: Module) -> bool:
+        with symbol_ranges(module.symbols):  # sizes decide what is cheap: symbolic ones at their range
+            return self._run(module)
+
+    def _run(self, module: Module) -> bool:
         comp = module.entry
         module.stats.setdefault("unfused", unfused_stats(module))  # the compiler records it right after import
         self.explanations = []

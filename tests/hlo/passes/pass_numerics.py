@@ -11,6 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
+from mlcc.hlo import symbolic
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.ir import Module, is_float
@@ -28,11 +29,12 @@ def load(text: str, constants: Mapping[str, np.ndarray] | None = None) -> Module
     return module
 
 
-def random_inputs(module: Module, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(module: Module, seed: int = 0, symbols: Mapping[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Random arguments; symbolic dims at their values in ``symbols``."""
     rng = np.random.default_rng(seed)
     inputs = {}
     for p in module.entry.parameters():
-        dtype, dims = p.shape.dtype, tuple(p.shape.dims)
+        dtype, dims = p.shape.dtype, tuple(symbolic.evaluate(d, symbols or {}) for d in p.shape.dims)
         if dtype == "pred":
             value = rng.random(dims) > 0.3
         elif is_float(dtype):
@@ -44,10 +46,10 @@ def random_inputs(module: Module, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def assert_same_values(before: Module, after: Module, rtol: float = 1e-5, atol: float = 1e-6, seed: int = 0,
-                       inputs: Mapping[str, np.ndarray] | None = None) -> None:
-    inputs = {**random_inputs(before, seed), **(inputs or {})}
-    want = evaluate(before, inputs)
-    got = evaluate(after, inputs)
+                       inputs: Mapping[str, np.ndarray] | None = None, symbols: Mapping[str, int] | None = None) -> None:
+    inputs = {**random_inputs(before, seed, symbols), **(inputs or {})}
+    want = evaluate(before, inputs, symbols)
+    got = evaluate(after, inputs, symbols)
     assert want.keys() == got.keys()
     for name in want:
         np.testing.assert_allclose(got[name].astype(np.float64), want[name].astype(np.float64), rtol=rtol, atol=atol,
@@ -62,9 +64,10 @@ def run(p: Pass, text: str, constants: Mapping[str, np.ndarray] | None = None) -
 
 
 def check_rewrite(p: Pass, text: str, expected: str | None, constants: Mapping[str, np.ndarray] | None = None,
-                  rtol: float = 1e-5, atol: float = 1e-6, inputs: Mapping[str, np.ndarray] | None = None) -> Module:
+                  rtol: float = 1e-5, atol: float = 1e-6, inputs: Mapping[str, np.ndarray] | None = None,
+                  symbols: Mapping[str, int] | None = None) -> Module:
     """Run p on text: the result prints as expected (None: unchanged) and computes the same values
-    (on random inputs, or those given by parameter name)."""
+    (on random inputs, or those given by parameter name; symbolic dims at their values in ``symbols``)."""
     changed, module = run(p, text, constants)
     out = format_module(module)
     if expected is None:
@@ -74,7 +77,7 @@ def check_rewrite(p: Pass, text: str, expected: str | None, constants: Mapping[s
         assert changed, f"{p.name} reported no change"
         want = canonical(expected)
         assert out == want, f"{p.name} produced:\n{out}\nexpected:\n{want}"
-    assert_same_values(load(text, constants), module, rtol=rtol, atol=atol, inputs=inputs)
+    assert_same_values(load(text, constants), module, rtol=rtol, atol=atol, inputs=inputs, symbols=symbols)
     return module
 
 

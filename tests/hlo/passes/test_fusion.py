@@ -193,3 +193,45 @@ def test_a_contraction_never_joins_a_fusion_that_computes_its_operand():
     assert f.attrs["kind"] == "loop" and "dot" not in [i.opcode for i in f.called.instructions]
     assert "%d -> %s: dot operands are read from memory as they are, and one is computed in the fusion" \
         in explanations(module)
+
+
+# ---- symbolic sizes -------------------------------------------------------------------------------
+
+SYMBOLIC_CHAIN = """
+  HloModule m, output_names={y,s}, symbols={seq={1,64}}
+
+  ENTRY %main {
+    %x = f32[seq,64]{1,0} parameter(0), name=x
+    %b = f32[64]{0} parameter(1), name=b
+    %bb = f32[seq,64]{1,0} broadcast(%b), dimensions={1}
+    %a = f32[seq,64]{1,0} add(%x, %bb)
+    %t = f32[seq,64]{1,0} tanh(%a)
+    %s = f32[seq]{0} reduce(%t), dimensions={1}, kind=add
+    %e = f32[seq,64]{1,0} exp(%t)
+    ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %s)
+  }"""
+
+
+def test_symbolic_loop_ops_fuse_and_a_reduce_without_a_symbolic_template_stays_apart():
+    # loop kernels and row kernels take a symbolic number of rows; a general reduce's template does not,
+    # so its producer is not fused into it, and the reason says so
+    module = check_rewrite(Fusion(), SYMBOLIC_CHAIN, symbols={"seq": 5}, expected="""
+      HloModule m, output_names={y,s}, symbols={seq={1,64}}
+
+      %fused_loop.t {
+        %param_0 = f32[seq,64]{1,0} parameter(0)
+        %param_1 = f32[64]{0} parameter(1)
+        %bb = f32[seq,64]{1,0} broadcast(%param_1), dimensions={1}
+        %a = f32[seq,64]{1,0} add(%param_0, %bb)
+        ROOT %t = f32[seq,64]{1,0} tanh(%a)
+      }
+
+      ENTRY %main {
+        %x = f32[seq,64]{1,0} parameter(0), name=x
+        %b = f32[64]{0} parameter(1), name=b
+        %fusion.t = f32[seq,64]{1,0} fusion(%x, %b), calls=%fused_loop.t, kind=loop
+        %s = f32[seq]{0} reduce(%fusion.t), dimensions={1}, kind=add
+        %e = f32[seq,64]{1,0} exp(%fusion.t)
+        ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %s)
+      }""")
+    assert any("symbolic sizes in a input fusion" in e for e in explanations(module))

@@ -1,0 +1,74 @@
+"""Symbolic sizes (mlcc/hlo/symbolic.py), the manifest's size expressions (mlcc/runtime/sizes.py) and
+symbolic dims in IR text: canonical forms, exact arithmetic, ranges, and refusals where a size is not a
+polynomial or a manifest holds anything but a size."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlcc.hlo.parser import ParseError, parse_module
+from mlcc.hlo.printer import format_module
+from mlcc.hlo.symbolic import Sym, SymbolicError, dim_of, parse, product, sizes_as_code, upper
+from mlcc.runtime.sizes import SizeError, eval_size
+
+
+def test_expressions_have_one_canonical_text():
+    assert str(parse("seq * 64")) == "64*seq"
+    assert str(parse("seq+past")) == str(parse("past + seq")) == "past+seq"
+    assert str(parse("(seq + 1) * (seq - 1)")) == "seq*seq-1"
+    assert dim_of(parse("seq") - parse("seq") + 3) == 3  # a constant is an int dim again
+    assert product([1, "seq", 4, "seq"]) == "4*seq*seq"
+
+
+def test_arithmetic_is_exact_or_refused():
+    seq = Sym.symbol("seq")
+    assert (seq * 64).exact_div(seq) == 64
+    assert (seq * 64 + 8) // 8 == seq * 8 + 1
+    assert (seq * 64 + 3) % 8 == 3
+    assert (seq * 6).exact_div(4) is None
+    with pytest.raises(SymbolicError, match="not a polynomial"):
+        seq // 2  # depends on seq's parity: no polynomial says it
+
+
+def test_ranges_bound_every_value():
+    ranges = {"seq": (1, 16), "past": (0, 48)}
+    assert parse("past+seq").bounds(ranges) == (1, 64)
+    assert parse("seq-past").bounds(ranges) == (-47, 16)
+    assert upper("seq*seq", ranges) == 256
+    with pytest.raises(SymbolicError, match="no range for 'seq'"):
+        upper("seq", {})
+
+
+def test_a_template_sees_a_size_as_the_kernels_expression():
+    size = parse("4*seq*seq+seq")
+    with sizes_as_code():
+        assert str(size) == f"{size}" == "(4*sym_seq*sym_seq + sym_seq)"
+    assert str(size) == "4*seq*seq+seq"
+
+
+def test_manifest_sizes_evaluate_and_nothing_else_does():
+    assert eval_size("max(1, cdiv(64*seq, 1024))", {"seq": 40}) == 3
+    assert eval_size(7, {}) == 7
+    with pytest.raises(SizeError, match="no value for 'seq'"):
+        eval_size("seq", {})
+    for hostile in ("__import__('os').system('true')", "seq.__class__", "[1][0]", "2**64", "lambda: 1"):
+        with pytest.raises(SizeError):
+            eval_size(hostile, {"seq": 1})
+
+
+def test_ir_text_round_trips_symbolic_dims_and_ranges():
+    text = (
+        "HloModule m, output_names={y}, symbols={past={0,48}, seq={1,16}}\n\n"
+        "ENTRY %main {\n"
+        "  %x = f32[1,4,past,16]{3,2,1,0} parameter(0), name=x\n"
+        "  %y = f32[1,4,seq,16]{3,2,1,0} parameter(1), name=y\n"
+        "  %c = f32[1,4,past+seq,16]{3,2,1,0} concatenate(%x, %y), dimension=2\n"
+        "  %r = f32[4,16*past+16*seq]{1,0} reshape(%c)\n"
+        "  ROOT %t = (f32[4,16*past+16*seq]{1,0}) tuple(%r)\n"
+        "}\n")
+    module = parse_module(text)
+    assert module.symbols == {"past": (0, 48), "seq": (1, 16)}
+    assert module.entry.root.operands[0].shape.dims == (4, "16*past+16*seq")
+    assert format_module(module) == text
+    with pytest.raises(ParseError, match="2:.*bad dimension"):
+        parse_module("ENTRY %m {\n  %x = f32[seq**2]{0} parameter(0)\n  ROOT %t = (f32[seq**2]{0}) tuple(%x)\n}\n")
