@@ -134,6 +134,46 @@ def test_symbolic_gpt2_launches_as_many_kernels_as_a_static_one(gpt2_dyn, tmp_pa
 
 
 @pytest.fixture(scope="module")
+def gpt2_tiny_dynseq(tmp_path_factory):
+    """The shared gpt2_tiny (transformers, dynamo exporter) re-exported from its own weights with input_ids and
+    attention_mask of shape [1, seq] (tools/reexport_gpt2_tiny.py), compiled once for seq in 1..64."""
+    path = SHARED_MODELS / "gpt2_tiny_dynseq.onnx"
+    return path, mlcc.compile(path, tmp_path_factory.mktemp("gpt2_tiny_dynseq") / "b", targets=[],
+                              shapes={"seq": "1..64"})
+
+
+def test_reexported_gpt2_tiny_reproduces_the_shared_reference(gpt2_tiny_dynseq):
+    # gpt2_tiny.ref.npz: onnxruntime on the original static export, seq 16 with 3 padded positions
+    _, result = gpt2_tiny_dynseq
+    ref = np.load(SHARED_MODELS / "gpt2_tiny.ref.npz")
+    got = mlcc.load(result.out_dir).run({"input_ids": ref["input_ids"], "attention_mask": ref["attention_mask"]})
+    np.testing.assert_allclose(got["logits"], ref["out:logits"], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("seq", [1, 7, 16])
+def test_reexported_gpt2_tiny_runs_every_length_from_one_bundle(gpt2_tiny_dynseq, seq):
+    path, result = gpt2_tiny_dynseq
+    rng = np.random.default_rng(seq)
+    feeds = {"input_ids": rng.integers(0, 1000, (1, seq)).astype(np.int64),
+             "attention_mask": np.ones((1, seq), np.int64)}
+    feeds["attention_mask"][0, max(1, seq - 3):] = 0  # right padding, as in the shared reference
+    (want,) = _ort(path, feeds)
+    got = mlcc.load(result.out_dir).run(feeds)["logits"]
+    assert got.shape == (1, seq, 1000)
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_reexported_gpt2_tiny_fuses_like_the_static_export(gpt2_tiny_dynseq):
+    # the attention (with its padding and causal masks), GELU and residual epilogues are recognized and fused
+    # with symbolic sizes as they are for the static gpt2_tiny
+    _, result = gpt2_tiny_dynseq
+    m = json.loads((result.out_dir / "manifest.json").read_text())
+    static = mlcc.compile(SHARED_MODELS / "gpt2_tiny.onnx", result.out_dir.parent / "static", targets=[])
+    assert len(m["schedule"]) == len(static.manifest["schedule"])
+    assert sum(k["template"] == "attention.py.jinja" for k in m["kernels"]) == 1
+
+
+@pytest.fixture(scope="module")
 def kv_decoder(tmp_path_factory):
     """A GPT-2-style decoder with a KV cache exported with symbolic seq and past (presents: past + seq)."""
     pytest.importorskip("torch")

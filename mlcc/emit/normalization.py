@@ -33,12 +33,13 @@ def _compute_type(dtype: str) -> str:
     return tl_type(_compute_dtype(dtype))
 
 
-def _row_launch(num_rows: Size, row_size: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
     """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
-    warps: 64-lane wavefronts on AMD, so half as many there). A symbolic number of rows gets the tiles
-    of the most rows its range allows, and a grid the runtime evaluates."""
+    warps: 64-lane wavefronts on AMD, so half as many there). Symbolic sizes get the tiles of the largest
+    their ranges allow (a row of symbolic length that fits BLOCK_C at its longest is read once), and a
+    grid the runtime evaluates."""
     rows = num_rows
-    num_rows = upper(num_rows)
+    num_rows, row_size = upper(num_rows), upper(row_size)
     if interpreter:
         block_c = clamp_pow2(row_size, 1, 16384)
         block_rows = clamp_pow2(num_rows, 1, max(1, 65536 // block_c))
@@ -73,12 +74,9 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
     col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
                           for j, d in enumerate(normalized))
     num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
-    if not isinstance(row_size, int):
-        raise UnsupportedError(f"%{inst.name} ({inst.opcode}): rows of symbolic length {row_size} (a row kernel "
-                               "takes a symbolic number of rows, each of a static length)")
-    hint = upper(num_rows)  # tiles for the most rows the range allows
+    hint, row_hint = upper(num_rows), upper(row_size)  # tiles for the largest sizes the ranges allow
     per_element = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "rms_norm": 4}[op]
-    flops = per_element * hint * row_size
+    flops = per_element * hint * row_hint
     names = ["in0", *[f"in{i + 1}" for i in range(len(params))], "out0"]
     pointers = [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)]
     wide = is_wide(x)
@@ -88,7 +86,7 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
         wide = needs_int64(fusion, x)
         sections, ops = _fused_sections(inst, fusion, rows, normalized, wide)
-        flops += ops * hint * row_size
+        flops += ops * hint * row_hint
     symbols = kernel_symbols(x, out, *params) if fusion is None else kernel_symbols(
         out, *(o.shape for o in fusion.operands), *(i.shape for i in fusion.called.instructions))
     names = names + [f"sym_{n}" for n in symbols]

@@ -116,7 +116,7 @@ def _cheap(inst: Instruction) -> bool:
     return _from_indices(inst)
 
 
-INDEX_OPS = ELEMENTWISE_OPS | {"broadcast", "bitcast", "reshape", "transpose"}
+INDEX_OPS = ELEMENTWISE_OPS | {"broadcast", "bitcast", "reshape", "transpose", "concatenate", "slice", "reverse"}
 
 
 def _from_indices(inst: Instruction, depth: int = 8) -> bool:

@@ -63,9 +63,9 @@ class SinkBitcasts(Pass):
             return comp.insert_before(before, Instruction(comp.unique_name(value.name), "broadcast",
                                                           Shape(value.shape.dtype, dims), value.operands,
                                                           {"dimensions": ()}, origin=value.origin))
-        if value.shape.is_row_major() and value.shape.is_static:
+        if value.shape.is_row_major():
             target = Shape(value.shape.dtype, dims)
-            if preserves_byte_order(value.shape, target) and value.shape.numel() == target.numel():
+            if preserves_byte_order(value.shape, target) and value.shape.numel_expr() == target.numel_expr():
                 return comp.insert_before(before, Instruction(comp.unique_name(f"{value.name}.view"), "bitcast",
                                                               target, [value], origin=value.origin))
         return None

@@ -34,6 +34,7 @@ from mlcc.hlo.ir import Instruction, Module, is_float, is_int
 from mlcc.hlo.passes.algsimp.convert import exact
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, scalar_value, var
 from mlcc.hlo.passes.views import is_degenerate_reshape, order_preserving, peel_views
+from mlcc.hlo.symbolic import as_sym
 
 MASKED_BELOW = -1e4          # a mask value at or below this removes the score
 CAUSAL_CHECK_ELEMENTS = 1 << 22
@@ -194,7 +195,7 @@ def _iota_causal(cmp: Instruction, pos: dict[int, int], rank: int, negate: bool,
         return False
     dims = {p: cmp.shape.dims[i] for i, p in pos.items()}
     sq, sk = dims[rank - 2], dims[rank - 1]
-    return isinstance(sq, int) and isinstance(sk, int) and shift == sk - sq
+    return as_sym(sk) - as_sym(sq) == shift  # symbolic lengths too: Sk - Sq is a polynomial
 
 
 def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> bool:
