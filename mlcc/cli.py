@@ -42,7 +42,7 @@ def _emit_error(e: BaseException, as_json: bool) -> int:
 def _diagnostics(as_json: bool, debug: bool = False) -> Iterator[None]:
     try:
         yield
-    except click.exceptions.Exit:
+    except (click.exceptions.Exit, SystemExit):  # a command's own exit status (verify's mismatch: 1)
         raise
     except (click.ClickException, click.Abort):
         raise

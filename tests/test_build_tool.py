@@ -215,3 +215,16 @@ def test_examples_makefile_is_incremental(tmp_path, shared_models):
     assert subprocess.run(make + ["-q"], env=env).returncode == 1
     third = subprocess.run(make, capture_output=True, text=True, env=env)
     assert third.stdout.count("mlcc.cli compile") == 1 and "mlp.onnx" in third.stdout
+
+
+def test_verify_exits_1_on_a_mismatch_and_0_on_a_match(tmp_path, shared_models):
+    # the documented exit code for outputs that differ from the reference (errors.EXIT_MISMATCH)
+    import numpy as np
+    model = str(shared_models / "mlp.stablehlo.mlir")  # StableHLO: the reference is the npz's expected outputs
+    hlo = np.load(shared_models / "mlp.stablehlo.ref.npz")
+    np.savez(tmp_path / "hlo_bad.npz", **{k: (hlo[k] + 1 if k.startswith("out") else hlo[k]) for k in hlo.files})
+    r = mlcc("verify", model, "--inputs", str(tmp_path / "hlo_bad.npz"), "--target", "none")
+    assert r.returncode == 1, r.stderr
+    assert "FAIL out0" in r.stdout and "bug" not in r.stderr
+    r = mlcc("verify", model, "--inputs", str(shared_models / "mlp.stablehlo.ref.npz"), "--target", "none")
+    assert r.returncode == 0, r.stdout + r.stderr
