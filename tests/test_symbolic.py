@@ -217,16 +217,33 @@ def test_mlp_with_a_symbolic_batch(tmp_path):
                                    rtol=1e-4, atol=1e-5)
 
 
-def test_a_template_without_symbolic_sizes_names_the_op_and_the_flag(tmp_path):
-    w = h.make_tensor("w", T.FLOAT, [4, 3, 3, 3], np.zeros(108, np.float32))
-    graph = h.make_graph([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "conv",
-                         [h.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 8, 8])],
-                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4, 8, 8])], [w])
+def test_convolution_with_a_symbolic_batch(tmp_path):
+    rng = np.random.default_rng(0)
+    w = h.make_tensor("w", T.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32))
+    graph = h.make_graph([h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+                          h.make_node("Relu", ["c"], ["r"]),
+                          h.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+                          h.make_node("GlobalAveragePool", ["p"], ["y"])], "conv",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["batch", 3, 16, 16])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", 4, 1, 1])], [w])
     path = tmp_path / "conv.onnx"
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
-    with pytest.raises(UnsupportedError, match=r"convolution.*static sizes only.*--shape batch=N"):
-        mlcc.compile(path, tmp_path / "b", targets=[], shapes={"batch": "1..8"})
-    assert mlcc.compile(path, tmp_path / "b", targets=[], shapes={"batch": [2]}).out_dir.exists()
+    ex = mlcc.load(mlcc.compile(path, tmp_path / "b", targets=["sm_80"], shapes={"batch": "1..8"}).out_dir)
+    for batch in (1, 3, 8):
+        x = rng.standard_normal((batch, 3, 16, 16)).astype(np.float32)
+        np.testing.assert_allclose(ex.run({"x": x})["y"], _ort(path, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_symbolic_size_used_as_data_names_the_node(tmp_path):
+    # Shape -> Cast(float) -> Mul: the length as a value, which the IR has no op for (exit 69)
+    graph = h.make_graph([h.make_node("Shape", ["x"], ["s"]), h.make_node("Cast", ["s"], ["f"], to=T.FLOAT),
+                          h.make_node("Mul", ["x", "f"], ["y"], name="scale_by_length")], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, ["n"])], [h.make_tensor_value_info("y", T.FLOAT, ["n"])])
+    path = tmp_path / "data.onnx"
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
+    with pytest.raises(UnsupportedError, match=r"'scale_by_length' \(Mul\).*computed from symbolic dims"):
+        mlcc.compile(path, tmp_path / "b", targets=[], shapes={"n": "1..8"})
+    assert not (tmp_path / "b").exists()
 
 
 def test_verify_checks_the_smallest_middle_and_largest_size(gpt2_dyn):

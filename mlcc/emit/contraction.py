@@ -36,7 +36,9 @@ from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is
                               merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
                              pointer_params, read_as_is)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, kernel_symbols, lowering, render, tl_type, triton_pointer
+from mlcc.emit.indexing import Size, size
+from mlcc.emit.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
+                              triton_pointer)
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -227,8 +229,8 @@ class ConvSpatial:
     stride: int
     pad_low: int
     dilation: int
-    in_size: int
-    x_stride: int
+    in_size: Size     # symbolic spatial sizes render as the kernel's expressions
+    x_stride: Size
     check_low: bool   # input coordinates below 0 occur
     check_high: bool  # input coordinates past the end occur
 
@@ -244,9 +246,9 @@ class ConvLoop:
     k: int
     k_axes: list[Axis]
     spatial: list[ConvSpatial]
-    batch_stride: int
-    group_in_stride: int
-    w_out_stride: int
+    batch_stride: Size
+    group_in_stride: Size
+    w_out_stride: Size
     lhs: str
     rhs: str
 
@@ -255,9 +257,9 @@ def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix
                rhs: str) -> ConvLoop:
     """inst's K axes (input features of a group and window positions, in the input's memory order) and
     the input coordinates of each output position, M walked in m_order (the output's memory order)."""
-    xd, wd = static_dims(x, inst), static_dims(w, inst)
+    xd, wd = kernel_dims(x), static_dims(w, inst)
     xl, wl, _ = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"]))
-    xs, ws = strides(x), strides(w)
+    xs, ws = kernel_strides(x), strides(w)
     spatial_n = x.rank - 2
     cin_g = wd[wl["i"]]
     window = [wd[wl[str(s)]] for s in range(spatial_n)]
@@ -266,29 +268,29 @@ def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix
     k_stride = {"i": (xs[xl["f"]], ws[wl["i"]])}
     for s in range(spatial_n):
         k_stride[str(s)] = (xs[xl[str(s)]] * dilation[s], ws[wl[str(s)]])
-    k_order = sorted(k_labels, key=lambda lab: -k_stride[lab][0])
+    k_order = sorted(k_labels, key=lambda lab: -upper(k_stride[lab][0]))
     k_axes = [Axis(cin_g if lab == "i" else window[int(lab)], k_stride[lab]) for lab in k_order]
     spatial = [ConvSpatial(m_axis=m_order.index(str(s)), k_axis=k_order.index(str(s)) if str(s) in k_order else -1,
                            stride=inst.attrs["window_strides"][s], pad_low=inst.attrs["padding_low"][s],
                            dilation=dilation[s], in_size=xd[xl[str(s)]], x_stride=xs[xl[str(s)]],
                            check_low=inst.attrs["padding_low"][s] > 0, check_high=inst.attrs["padding_high"][s] > 0)
                for s in range(spatial_n)]
-    return ConvLoop(suffix, cin_g * numel(window), k_axes, spatial, xs[xl["b"]], cin_g * xs[xl["f"]],
+    return ConvLoop(suffix, cin_g * numel(window), k_axes, spatial, xs[xl["b"]], size(cin_g * xs[xl["f"]]),
                     ws[wl["o"]], lhs, rhs)
 
 
 def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     inst = io.contraction
     x, w, out = io.lhs.shape, io.rhs.shape, io.out
-    wd, od = static_dims(w, inst), static_dims(out, inst)
+    wd, od = static_dims(w, inst), kernel_dims(out)
     wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"])[1:])
-    os = strides(out)
+    os = kernel_strides(out)
     groups = inst.attrs["feature_group_count"]
     spatial_n = x.rank - 2
     n = wd[wl["o"]] // groups
 
     # M: batch and output positions, walked in the output's memory order
-    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -os[ol[lab]])
+    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -upper(os[ol[lab]]))
     m_axes = [Axis(od[ol[lab]], (os[ol[lab]],)) for lab in m_order]
     first = _conv_loop(inst, x, w, m_order, "", io.lhs.ptr, io.rhs.ptr)
     loops = [first]
@@ -307,24 +309,28 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
                   out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
                   wide=io.wide(), epilogue=fused, **io.template_args())
     pointers = io.pointers()
-    flops = sum(2 * groups * m * n * loop.k for loop in loops) + fused_flops
+    flops = sum(2 * groups * upper(m) * n * loop.k for loop in loops) + fused_flops
     if groups > 1 and n < MIN_DOT_TILE:
         # depthwise and narrow groups: a matmul tile per group would be mostly padding
         source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=tl_type(_acc_dtype(x.dtype)),
                         **common)
         return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
                       gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
-                      interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops)
+                      interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops,
+                      scalars=io.symbols())
     source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
                   gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False),
                   interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops,
-                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)})
+                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)}, scalars=io.symbols())
 
 
-def grouped_conv_launch(m: int, n: int, k: int, interpreter: bool) -> LaunchConfig:
-    """Tiles of [positions, output features, inputs] for grouped_conv.py.jinja."""
+def grouped_conv_launch(m: Size, n: int, k: int, interpreter: bool) -> LaunchConfig:
+    """Tiles of [positions, output features, inputs] for grouped_conv.py.jinja (a symbolic number of
+    positions: tiles for its largest, the grid for each call's)."""
+    rows = m
+    m = upper(m)
     if interpreter:
         bk, bn = clamp_pow2(k, 1, 64), clamp_pow2(n, 1, 256)
         bm = clamp_pow2(m, 1, max(1, (1 << 18) // (bn * bk)))
@@ -332,4 +338,4 @@ def grouped_conv_launch(m: int, n: int, k: int, interpreter: bool) -> LaunchConf
         bk, bn = clamp_pow2(k, 1, 4), clamp_pow2(n, 1, 32)
         bm = clamp_pow2(m, 1, max(1, 4096 // (bn * bk)))
     return LaunchConfig({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk},
-                        (cdiv(max(m, 1), bm), cdiv(max(n, 1), bn), 1), num_warps=4, num_stages=2)
+                        (grid_size(rows, bm), cdiv(max(n, 1), bn), 1), num_warps=4, num_stages=2)

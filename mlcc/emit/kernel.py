@@ -81,6 +81,13 @@ def grid_size(n: "int | Sym", block: int) -> int | str:
     return f"max(1, cdiv({n}, {block}))"
 
 
+def scalar_params(*shapes: Shape) -> tuple[list[str], list[str], list[str]]:
+    """What a kernel over these shapes adds for its symbols: the params (``sym_<name>``), their argument
+    types (i32) and the symbols' names (Kernel.scalars), in the same sorted order."""
+    names = kernel_symbols(*shapes)
+    return [f"sym_{n}" for n in names], ["i32"] * len(names), names
+
+
 def kernel_symbols(*shapes: Shape) -> list[str]:
     """The symbols a kernel over these shapes takes as run-time arguments (``sym_<name>``, sorted)."""
     names: set[str] = set()

@@ -88,10 +88,14 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
     return kernels, launches
 
 
-# The templates that take symbolic sizes as kernel arguments (a row kernel's rows, a matmul's M, N, K and
-# batch, attention's sequence lengths, any loop kernel's dims); others need static shapes (--shape NAME=N).
-SYMBOLIC_LOWERINGS = frozenset(LOOP_OPS) | {"fusion:loop", "layer-norm", "rms-norm", "softmax", "fusion:input",
-                                            "dot", "fusion:output", "attention", "fusion:attention"}
+# The templates that take symbolic sizes as kernel arguments: every one today (a loop kernel's dims, a row
+# kernel's or reduction's rows and row length, a matmul's M, N, K and batch, a convolution's batch and
+# spatial sizes, attention's sequence lengths). A lowering outside this set would need static shapes
+# (--shape NAME=N), and says so.
+SYMBOLIC_LOWERINGS = frozenset(LOOP_OPS) | {
+    "fusion:loop", "layer-norm", "rms-norm", "softmax", "batch-norm-inference", "reduce", "argmax", "argmin",
+    "cumsum", "fusion:input", "dot", "convolution", "fusion:output", "reduce-window", "attention",
+    "fusion:attention"}
 
 
 def _is_symbolic(inst: Instruction) -> bool:

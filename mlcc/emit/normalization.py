@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Callable
 
 from mlcc.emit.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
-                              static_dims, strides, upper)
+                              upper)
 from mlcc.emit.indexing import Size
 from mlcc.errors import UnsupportedError
 from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
-                              triton_pointer)
+from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
+                              tl_type, triton_pointer)
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
 
@@ -164,20 +164,22 @@ ROW_KERNELS: dict[str, RowKernel] = {"softmax": softmax_kernel, "layer-norm": la
 @lowering("batch-norm-inference")
 def lower_batch_norm_inference(inst: Instruction, kernel_name: str) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
-    dims = static_dims(x, inst)
+    dims = kernel_dims(x)
     feature = inst.attrs["feature_index"]
-    xs, os = strides(x), strides(out)
-    param_strides = [strides(p.shape)[0] for p in inst.operands[1:]]
+    xs, os = kernel_strides(x), kernel_strides(out)
+    param_strides = [kernel_strides(p.shape)[0] for p in inst.operands[1:]]
     axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps if d == feature else 0 for ps in param_strides))
                       for d in range(x.rank))
-    n = x.numel()
+    n = numel(dims)
+    sym_params, sym_types, symbols = scalar_params(x, out)
     source = render("batch_norm.py.jinja", kernel_name=kernel_name, numel=n, axes=axes,
                     epsilon=float(inst.attrs["epsilon"]), compute_type=_compute_type(x.dtype),
-                    out_type=tl_type(out.dtype), wide=is_wide(x))
+                    out_type=tl_type(out.dtype), wide=is_wide(x), sym_params=sym_params)
 
     def launch(block: int) -> LaunchConfig:
-        return LaunchConfig({"BLOCK": block}, (max(1, cdiv(n, block)), 1, 1), num_warps=4, num_stages=1)
+        return LaunchConfig({"BLOCK": block}, (grid_size(n, block), 1, 1), num_warps=4, num_stages=1)
 
+    most = upper(n)
     return Kernel(kernel_name, "batch_norm.py.jinja", source, [triton_pointer(op.shape) for op in inst.operands]
-                  + [triton_pointer(out)], gpu=launch(clamp_pow2(n, 16, 1024)),
-                  interpreter=launch(clamp_pow2(n, 16, 1 << 17)), flops=4 * n)
+                  + [triton_pointer(out)] + sym_types, gpu=launch(clamp_pow2(most, 16, 1024)),
+                  interpreter=launch(clamp_pow2(most, 16, 1 << 17)), flops=4 * most, scalars=symbols)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, clamp_pow2, highest, is_wide, lowest, numel, static_dims,
-                              strides)
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.coords import (Axis, accumulator_dtype, clamp_pow2, highest, is_wide, kernel_dims, kernel_strides, lowest,
+                              numel, upper)
+from mlcc.emit.indexing import Size
+from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
 from mlcc.hlo.ir import Instruction, is_float
 
 POOL_KINDS = ("add", "maximum", "minimum", "avg")
@@ -23,21 +24,23 @@ class PoolDim:
     stride: int
     pad_low: int
     dilation: int
-    in_size: int
-    in_stride: int
+    in_size: Size
+    in_stride: Size
     window_axis: int   # index among the dims with a window wider than 1, else -1
     check_low: bool    # coordinates below 0 occur (padding_low > 0)
     check_high: bool   # coordinates past the end occur (padding_high > 0)
 
 
-def _launch(num_out: int, window: int, interpreter: bool) -> LaunchConfig:
+def _launch(num_out: Size, window: int, interpreter: bool) -> LaunchConfig:
+    """Tiles for the most outputs a symbolic size allows; the grid for the size of each call."""
+    most = upper(num_out)
     if interpreter:
         block_w = clamp_pow2(window, 1, 256)
-        block_o = clamp_pow2(num_out, 1, max(1, 65536 // block_w))
+        block_o = clamp_pow2(most, 1, max(1, 65536 // block_w))
     else:
         block_w = clamp_pow2(window, 1, 64)
-        block_o = clamp_pow2(num_out, 1, max(1, 2048 // block_w))
-    return LaunchConfig({"BLOCK_O": block_o, "BLOCK_W": block_w}, (max(1, cdiv(num_out, block_o)), 1, 1),
+        block_o = clamp_pow2(most, 1, max(1, 2048 // block_w))
+    return LaunchConfig({"BLOCK_O": block_o, "BLOCK_W": block_w}, (grid_size(num_out, block_o), 1, 1),
                         num_warps=4, num_stages=1)
 
 
@@ -47,11 +50,12 @@ def lower_reduce_window(inst: Instruction, kernel_name: str) -> Kernel:
     kind = inst.attrs["kind"]
     if kind not in POOL_KINDS:
         raise ValueError(f"%{inst.name}: unknown reduce-window kind '{kind}'")
-    in_dims, out_dims = static_dims(x, inst), static_dims(out, inst)
+    in_dims, out_dims = kernel_dims(x), kernel_dims(out)
     rank = x.rank
     window = tuple(inst.attrs["window_dimensions"])
     dilation = tuple(inst.attrs.get("window_dilations", (1,) * rank))
-    xs, os = strides(x), strides(out)
+    xs, os = kernel_strides(x), kernel_strides(out)
+    sym_params, sym_types, symbols = scalar_params(x, out)
     window_dims = [d for d in range(rank) if window[d] > 1]
     dims = [PoolDim(stride=inst.attrs["window_strides"][d], pad_low=inst.attrs["padding_low"][d],
                     dilation=dilation[d], in_size=in_dims[d], in_stride=xs[d],
@@ -68,8 +72,9 @@ def lower_reduce_window(inst: Instruction, kernel_name: str) -> Kernel:
                     acc_type=tl_type(acc), out_type=tl_type(out.dtype), is_float=is_float(x.dtype),
                     count_include_pad=bool(inst.attrs.get("count_include_pad", False)),
                     num_out=num_out, window_size=window_size, dims=dims, window_axes=window_axes,
-                    out_axes=[Axis(out_dims[d], (os[d],)) for d in range(rank)], wide=is_wide(x, out))
-    return Kernel(kernel_name, "pool.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                    out_axes=[Axis(out_dims[d], (os[d],)) for d in range(rank)], wide=is_wide(x, out),
+                    sym_params=sym_params)
+    return Kernel(kernel_name, "pool.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
                   gpu=_launch(num_out, window_size, interpreter=False),
                   interpreter=_launch(num_out, window_size, interpreter=True),
-                  flops=num_out * window_size)
+                  flops=upper(num_out) * window_size, scalars=symbols)

@@ -13,11 +13,12 @@ reduction kind, the row kernels' builders coming from mlcc/emit/normalization.py
 
 from __future__ import annotations
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, lowest,
-                              merge_axes, numel, static_dims, strides)
+from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
+                              kernel_strides, lowest, merge_axes, numel, upper)
+from mlcc.emit.indexing import Size
 from mlcc.emit.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lowering, render, tl_type, triton_pointer
+from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
 from mlcc.emit.normalization import ROW_KERNELS
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
@@ -41,7 +42,8 @@ def _identity(combine: str, dtype: str, acc: str) -> float | int:
 
 
 def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]:
-    """(BLOCK_O, BLOCK_R) for a tile of outputs by reduced elements."""
+    """(BLOCK_O, BLOCK_R) for a tile of outputs by reduced elements (symbolic sizes: their largest)."""
+    num_out, num_red = upper(num_out), upper(num_red)
     if interpreter:
         block_r = clamp_pow2(num_red, 1, 65536)
         budget = 65536
@@ -52,16 +54,16 @@ def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]
     return block_o, block_r
 
 
-def _row_launch(num_out: int, num_red: int, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
     """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there)."""
     block_o, block_r = _row_tiles(num_out, num_red, interpreter)
     threads = 256 if block_o * block_r >= 4096 else 128
-    return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (max(1, cdiv(num_out, block_o)), 1, 1),
+    return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (grid_size(num_out, block_o), 1, 1),
                         num_warps=threads // spec.warp_size, num_stages=1)
 
 
-def _row_problem(num_out: int, num_red: int) -> dict:
+def _row_problem(num_out: Size, num_red: Size) -> dict:
     return {"rows": num_out, "row_size": num_red}
 
 
@@ -83,10 +85,10 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
     kind = inst.attrs["kind"]
     if kind not in REDUCE_KINDS:
         raise ValueError(f"%{inst.name}: unknown reduce kind '{kind}'")
-    dims = static_dims(x, inst)
+    dims = kernel_dims(x)
     reduced = sorted(set(inst.attrs["dimensions"]))
     kept = [d for d in range(x.rank) if d not in reduced]
-    xs, os = strides(x), strides(out)
+    xs, os = kernel_strides(x), kernel_strides(out)
     out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
     red_axes = merge_axes(by_stride([Axis(dims[d], (xs[d],)) for d in reduced]))
     num_out, num_red = numel([dims[d] for d in kept]), numel([dims[d] for d in reduced])
@@ -97,13 +99,17 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
         raise ValueError(f"%{inst.name}: reduce kind '{kind}' needs an integer or pred operand, not {x.dtype}")
     params, pointers = ["in0", "out0"], [triton_pointer(x), triton_pointer(out)]
     prologue = fused_epilogue = None
-    wide, flops = is_wide(x), num_out * max(num_red - 1, 0)
+    wide, flops = is_wide(x), upper(num_out) * max(upper(num_red) - 1, 0)
+    shapes = [x, out]
     if fusion is not None:
         params = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
         wide = needs_int64(fusion, x)
         prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide)
         flops += ops
+        shapes += [op.shape for op in fusion.operands] + [i.shape for i in fusion.called.instructions]
+    sym_params, sym_types, symbols = scalar_params(*shapes)
+    params, pointers = params + sym_params, pointers + sym_types
     source = render("reduce.py.jinja", kernel_name=kernel_name, params=params, combine=combine,
                     identity=_identity(combine, x.dtype, acc), acc_type=tl_type(acc), out_type=tl_type(out.dtype),
                     is_float=is_float(x.dtype), num_out=num_out, num_red=num_red, out_axes=out_axes,
@@ -112,7 +118,7 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
                   gpu=_row_launch(num_out, num_red, interpreter=False),
                   interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops,
-                  extra={"problem": _row_problem(num_out, num_red)})
+                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols)
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
@@ -120,16 +126,16 @@ def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], red
     """The operand over an [outputs, reduced elements] tile, the fused root over the outputs (the result,
     held in acc, standing for the reduce), and their flops."""
     x = inst.operands[0].shape
-    xs = strides(x)
-    kept_order = tuple(sorted(kept, key=lambda d: -xs[d]))  # the orders of out_axes' and red_axes' flat indices
-    red_order = tuple(sorted(reduced, key=lambda d: -xs[d]))
-    em = TileEmitter(fusion, "p_", "BLOCK_O, BLOCK_R", [int(d) for d in x.dims],
+    xs = kernel_strides(x)
+    kept_order = tuple(sorted(kept, key=lambda d: -upper(xs[d])))  # the orders of out_axes' and red_axes' indices
+    red_order = tuple(sorted(reduced, key=lambda d: -upper(xs[d])))
+    em = TileEmitter(fusion, "p_", "BLOCK_O, BLOCK_R", kernel_dims(x),
                      [Lanes("lane_o", kept_order), Lanes("lane_r", red_order)], wide)
     em.section(inst.operands[0])
     (prologue,) = em.sections()
     result_dims = tuple(kept.index(d) for d in kept_order)  # the result's dims are the kept ones
     fused_epilogue, ops = epilogue(fusion, inst, "result", acc, [Lanes("lane_o", result_dims)], "BLOCK_O", wide)
-    return prologue, fused_epilogue, x.numel() * em.ops + inst.shape.numel() * ops
+    return prologue, fused_epilogue, upper(x.numel_expr()) * em.ops + upper(inst.shape.numel_expr()) * ops
 
 
 FUSED_REDUCTIONS = {"reduce": reduce_kernel, **ROW_KERNELS}
@@ -145,40 +151,45 @@ def lower_input_fusion(inst: Instruction, kernel_name: str) -> Kernel:
 @lowering("argmax", "argmin")
 def lower_argreduce(inst: Instruction, kernel_name: str) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
-    dims = static_dims(x, inst)
+    dims = kernel_dims(x)
     axis = inst.attrs["dimension"]
     kept = [d for d in range(x.rank) if d != axis]
-    xs, os = strides(x), strides(out)
+    xs, os = kernel_strides(x), kernel_strides(out)
     out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
     num_out = numel([dims[d] for d in kept])
+    sym_params, sym_types, symbols = scalar_params(x, out)
     is_max = inst.opcode == "argmax"
     acc = "s32" if x.dtype == "pred" else ("f32" if x.dtype in ("f16", "bf16") else x.dtype)
     worst = lowest(x.dtype) if is_max else highest(x.dtype)
     source = render("argreduce.py.jinja", kernel_name=kernel_name, is_max=is_max,
                     select_last=bool(inst.attrs.get("select_last_index", False)),
                     is_float=is_float(x.dtype), acc_type=tl_type(acc), worst=worst,
-                    num_out=num_out, size=dims[axis], stride=xs[axis], out_axes=out_axes, wide=is_wide(x))
-    return Kernel(kernel_name, "argreduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                    num_out=num_out, size=dims[axis], stride=xs[axis], out_axes=out_axes, wide=is_wide(x),
+                    sym_params=sym_params)
+    return Kernel(kernel_name, "argreduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
                   gpu=_row_launch(num_out, dims[axis], interpreter=False),
                   interpreter=_row_launch(num_out, dims[axis], interpreter=True),
-                  flops=num_out * dims[axis], extra={"problem": _row_problem(num_out, dims[axis])})
+                  flops=upper(num_out) * upper(dims[axis]), extra={"problem": _row_problem(num_out, dims[axis])},
+                  scalars=symbols)
 
 
 @lowering("cumsum")
 def lower_cumsum(inst: Instruction, kernel_name: str) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
-    dims = static_dims(x, inst)
+    dims = kernel_dims(x)
     axis = inst.attrs["dimension"]
-    xs, os = strides(x), strides(out)
+    xs, os = kernel_strides(x), kernel_strides(out)
     lines = [d for d in range(x.rank) if d != axis]
+    sym_params, sym_types, symbols = scalar_params(x, out)
     line_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in lines]))
     num_lines = numel([dims[d] for d in lines])
     acc = accumulator_dtype(x.dtype)
     source = render("scan.py.jinja", kernel_name=kernel_name, acc_type=tl_type(acc), out_type=tl_type(out.dtype),
                     size=dims[axis], in_stride=xs[axis], out_stride=os[axis], num_lines=num_lines,
                     line_axes=line_axes, exclusive=bool(inst.attrs.get("exclusive", False)),
-                    reverse=bool(inst.attrs.get("reverse", False)), wide=is_wide(x))
-    return Kernel(kernel_name, "scan.py.jinja", source, [triton_pointer(x), triton_pointer(out)],
+                    reverse=bool(inst.attrs.get("reverse", False)), wide=is_wide(x), sym_params=sym_params)
+    return Kernel(kernel_name, "scan.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
                   gpu=_row_launch(num_lines, dims[axis], interpreter=False),
                   interpreter=_row_launch(num_lines, dims[axis], interpreter=True),
-                  flops=x.numel(), extra={"problem": _row_problem(num_lines, dims[axis])})
+                  flops=upper(x.numel_expr()), extra={"problem": _row_problem(num_lines, dims[axis])},
+                  scalars=symbols)

@@ -77,19 +77,14 @@ def _kind_of(inst: Instruction) -> str | None:
 
 
 # Fusion kinds whose templates take symbolic sizes as kernel arguments (mlcc/emit/): a value with a
-# symbolic dim joins only a fusion of these kinds.
-# Of input fusions, only those of a row kernel (layer-norm, rms-norm, softmax: a symbolic number of rows).
+# symbolic dim joins only a fusion of these kinds (today every kind: the check stays for a new one).
 SYMBOLIC_KINDS = frozenset({"loop", "input", "output", "attention"})
-SYMBOLIC_REDUCTIONS = frozenset({"layer-norm", "rms-norm", "softmax"})
 
 
 def _symbolic_ok(group: "Group", p: Instruction, kind: str) -> bool:
     shapes = [p.shape] + [i.shape for i in group.members if not i.shape.is_tuple]
     if all(s.is_static for s in shapes):
         return True
-    heavies = [h for h in (group.heavy, p) if h is not None and _kind_of(h) == "input"]
-    if any(h.opcode not in SYMBOLIC_REDUCTIONS for h in heavies):
-        return False
     return kind in SYMBOLIC_KINDS and group.kind in SYMBOLIC_KINDS
 
 

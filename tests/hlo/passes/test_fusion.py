@@ -4,6 +4,7 @@ fusion's computation), and for every edge left unfused, the reason --explain-fus
 from __future__ import annotations
 
 from mlcc.hlo.passes.fusion import MAX_ROW_IN_TILE, Fusion
+from mlcc.hlo.printer import format_module
 from tests.hlo.passes.pass_numerics import check_rewrite, run
 
 CONV = "rhs_dilation={1,1}, dim_labels=bf01_oi01->bf01"
@@ -207,31 +208,35 @@ SYMBOLIC_CHAIN = """
     %a = f32[seq,64]{1,0} add(%x, %bb)
     %t = f32[seq,64]{1,0} tanh(%a)
     %s = f32[seq]{0} reduce(%t), dimensions={1}, kind=add
-    %e = f32[seq,64]{1,0} exp(%t)
-    ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %s)
+    %e = f32[seq,64]{1,0} exp(%x)
+    %m = f32[seq]{0} multiply(%s, %s)
+    ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %m)
   }"""
 
 
-def test_symbolic_loop_ops_fuse_and_a_reduce_without_a_symbolic_template_stays_apart():
-    # loop kernels and row kernels take a symbolic number of rows; a general reduce's template does not,
-    # so its producer is not fused into it, and the reason says so
+def test_symbolic_ir_fuses_as_its_static_specialization():
+    # every kind of fusion takes symbolic sizes: the same groups form at seq as at seq=5, and compute the same
     module = check_rewrite(Fusion(), SYMBOLIC_CHAIN, symbols={"seq": 5}, expected="""
       HloModule m, output_names={y,s}, symbols={seq={1,64}}
 
-      %fused_loop.t {
+      %fused_input.m {
         %param_0 = f32[seq,64]{1,0} parameter(0)
         %param_1 = f32[64]{0} parameter(1)
         %bb = f32[seq,64]{1,0} broadcast(%param_1), dimensions={1}
         %a = f32[seq,64]{1,0} add(%param_0, %bb)
-        ROOT %t = f32[seq,64]{1,0} tanh(%a)
+        %t = f32[seq,64]{1,0} tanh(%a)
+        %s = f32[seq]{0} reduce(%t), dimensions={1}, kind=add
+        ROOT %m = f32[seq]{0} multiply(%s, %s)
       }
 
       ENTRY %main {
         %x = f32[seq,64]{1,0} parameter(0), name=x
         %b = f32[64]{0} parameter(1), name=b
-        %fusion.t = f32[seq,64]{1,0} fusion(%x, %b), calls=%fused_loop.t, kind=loop
-        %s = f32[seq]{0} reduce(%fusion.t), dimensions={1}, kind=add
-        %e = f32[seq,64]{1,0} exp(%fusion.t)
-        ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %s)
+        %e = f32[seq,64]{1,0} exp(%x)
+        %fusion.m = f32[seq]{0} fusion(%x, %b), calls=%fused_input.m, kind=input
+        ROOT %r = (f32[seq,64]{1,0}, f32[seq]{0}) tuple(%e, %fusion.m)
       }""")
-    assert any("symbolic sizes in a input fusion" in e for e in explanations(module))
+    static_text = SYMBOLIC_CHAIN.replace("seq,", "5,").replace("[seq]", "[5]").replace(", symbols={seq={1,64}}", "")
+    _, static = run(Fusion(), static_text)
+    assert format_module(module).replace("seq,", "5,").replace("[seq]", "[5]").replace(
+        ", symbols={seq={1,64}}", "") == format_module(static)
