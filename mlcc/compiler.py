@@ -109,13 +109,13 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
 
 def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
     """--shape entries that fix sizes (NAME=1x128, or a dim name with one size)."""
-    return {k: v for k, v in options.shapes.items() if not isinstance(v, str)}
+    return {k: v for k, v in (options.shapes or {}).items() if not isinstance(v, str)}
 
 
 def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
     """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64)."""
     ranges = {}
-    for name, spec in options.shapes.items():
+    for name, spec in (options.shapes or {}).items():
         if isinstance(spec, str):
             lo, sep, hi = spec.partition("..")
             try:
@@ -198,6 +198,8 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
     for k, v in kwargs.items():
         if not hasattr(options, k):
             raise TypeError(f"unknown compile option '{k}'")
+        if v is None and k == "shapes":  # shapes=None: none given, as the default
+            continue
         setattr(options, k, v)
     try:
         return _compile(model, Path(out_dir), options, progress)

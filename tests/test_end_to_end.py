@@ -73,3 +73,15 @@ def test_cli_compile_writes_elf_per_kernel_and_target(tmp_path, shared_models):
     intent = json.loads((out / "intent.json").read_text())
     names = {b["name"] for b in intent["buffers"]}
     assert {a for s in m["schedule"] for a in s["args"]} <= names
+
+
+def test_gpt2_queries_that_see_no_key_match_onnxruntime(bundles, shared_models):
+    # left padding: the first queries' keys are all masked. The export masks by adding finfo.min, so
+    # onnxruntime averages every v row there; the recognized attention must too (not give zeros)
+    import onnxruntime as ort
+    inputs, _ = _reference(shared_models, "gpt2_tiny")
+    inputs["attention_mask"] = np.array([[0] * 3 + [1] * 13], np.int64)
+    want = ort.InferenceSession(str(shared_models / "gpt2_tiny.onnx"),
+                                providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    got = mlcc.load(bundles["gpt2_tiny"].out_dir, device="cpu").run(inputs)["logits"]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)

@@ -24,7 +24,8 @@ Choices where numpy, XLA and ONNX differ, fixed here for every backend:
 - ``argmax``/``argmin`` treat NaN as the extreme value (numpy's rule).
 - ``scatter-nd`` with ``reduction=none`` and duplicate indices: the last update wins.
 - ``softmax`` of a row that is all -inf is NaN; ``attention`` gives 0 for a
-  fully masked row.
+  fully masked row, unless it has ``masked_value=V`` (the model masks by adding a finite V): then the
+  softmax of every score of that row plus V, as the model computes it.
 
 Symbolic dims are bound from the arguments' dims when parameters are evaluated
 (or given up front, ``symbols=``); a symbol first produced by an op (a reshape's
@@ -1026,8 +1027,13 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
     if inst.attrs["causal"]:
         causal = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
         keep = causal if keep is None else keep & causal
+    masked = inst.attrs.get("masked_value")
     if keep is not None:
-        scores = np.where(keep, scores, -np.inf)
+        if masked is not None:  # the model adds this finite value where it masks: every score of a row it
+            kept_any = np.any(keep, axis=-1, keepdims=True)  # masks whole stays, plus the value
+            scores = np.where(keep | ~kept_any, scores, -np.inf) + np.where(kept_any, 0, np.array(masked, acc))
+        else:
+            scores = np.where(keep, scores, -np.inf)
     row_max = np.max(scores, axis=-1, keepdims=True, initial=-np.inf)
     e = np.exp(scores - np.where(row_max == -np.inf, 0, row_max))
     total = np.sum(e, axis=-1, keepdims=True)

@@ -85,7 +85,7 @@ _TABLE: list[OpInfo] = [
     OpInfo("layer-norm", 3, "composite", ("dimensions", "epsilon")),
     OpInfo("rms-norm", 2, "composite", ("dimensions", "epsilon")),
     OpInfo("batch-norm-inference", 5, "composite", ("epsilon", "feature_index")),
-    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"), min_arity=3),
+    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"), ("masked_value",), min_arity=3),
 ]
 
 OPCODES: dict[str, OpInfo] = {info.name: info for info in _TABLE}

@@ -201,8 +201,18 @@ def attention_reference(q, k, v, scale, causal, mask=None):
     return torch.where(dead, 0.0, out)
 
 
+def masked_value_reference(q, k, v, scale, causal, mask, masked):
+    """The model's own arithmetic: masked scores get + masked (finite), so a query whose keys are all masked
+    takes the softmax of every score plus that value, not zeros."""
+    qt, kt, vt = wide(q), wide(k), wide(v)
+    sq, sk = q.shape[-2], k.shape[-2]
+    keep = torch.from_numpy(mask) & (torch.from_numpy(np.tril(np.ones((sq, sk), bool), sk - sq)) if causal else True)
+    scores = qt @ kt.transpose(-1, -2) * scale + torch.where(keep, 0.0, masked)
+    return torch.softmax(scores, -1) @ vt
+
+
 def attention_case(dtype, q_dims, k_dims, v_dims, scale, causal, mask=None, layouts=(None, None, None, None),
-                   use_gpu_config=False, tol=None):
+                   use_gpu_config=False, tol=None, masked_value=None):
     q, k, v = random(dtype, q_dims), random(dtype, k_dims), random(dtype, v_dims)
     out_dims = q_dims[:-1] + (v_dims[-1],)
     mask_param = ""
@@ -215,9 +225,12 @@ def attention_case(dtype, q_dims, k_dims, v_dims, scale, causal, mask=None, layo
   %k = {shape_text(dtype, k_dims, layouts[1])} parameter(1)
   %v = {shape_text(dtype, v_dims, layouts[2])} parameter(2){mask_param}
   ROOT %a = {shape_text(dtype, out_dims)} attention({operands}), scale={scale}, causal={str(causal).lower()}"""
+    if masked_value is not None:
+        body += f", masked_value={masked_value!r}"
     inputs = [q, k, v] + ([mask] if mask is not None else [])
     out = lower_and_run(body, inputs, use_gpu_config)
-    expected = attention_reference(q, k, v, scale, causal, mask)
+    expected = (attention_reference(q, k, v, scale, causal, mask) if masked_value is None
+                else masked_value_reference(q, k, v, scale, causal, mask, masked_value))
     assert_close(out, expected, dtype, tol)
     return out
 
@@ -246,6 +259,19 @@ def test_attention_additive_mask_broadcast_over_heads_with_dead_row():
     mask[1, 0, 5, :] = -np.inf
     out = attention_case("f32", (2, 3, 24, 16), (2, 3, 33, 16), (2, 3, 33, 16), 0.25, False, mask)
     assert np.all(out[1, :, 5] == 0)
+
+
+@pytest.mark.parametrize("use_gpu_config", [False, True])
+def test_attention_rows_masked_whole_by_a_finite_value_average_every_key(use_gpu_config):
+    # transformers masks by adding finfo.min: queries 0..2 and 5 keep no key, so the model gives them the
+    # softmax of every score plus finfo.min (the mean of all 150 v rows, keys past the causal limit included,
+    # which the first pass skips), over several key blocks
+    mask = RNG.random((40, 150)) < 0.8
+    mask[:3, :] = False
+    mask[5, :] = False
+    out = attention_case("f32", (1, 2, 40, 16), (1, 2, 150, 16), (1, 2, 150, 16), 0.25, True, mask,
+                         use_gpu_config=use_gpu_config, masked_value=float(np.finfo(np.float32).min))
+    assert not np.all(out[:, :, :3] == 0)
 
 
 def test_attention_f64():

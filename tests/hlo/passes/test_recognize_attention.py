@@ -67,7 +67,7 @@ GPT2_EXPECTED = """
     %reshape.4 = f32[1,16,4,16]{3,2,1,0} reshape(%slice), origin={node_view_6}
     %transpose.2 = f32[1,4,16,16]{3,2,1,0} transpose(%reshape.4), dimensions={0,2,1,3}, origin={node_transpose_2}
     %attention = f32[1,4,16,16]{3,2,1,0} transpose(%reshape.2), dimensions={0,2,1,3}, origin={node_scaled_dot_product_attention}
-    %attention.1 = f32[1,4,16,16]{3,2,1,0} attention(%transpose.2, %attention, %transpose.1, %gather-nd), causal=true, scale=0.25, origin={ORIGIN}
+    %attention.1 = f32[1,4,16,16]{3,2,1,0} attention(%transpose.2, %attention, %transpose.1, %gather-nd), causal=true, MASKEDscale=0.25, origin={ORIGIN}
     %transpose.4 = f32[1,16,4,16]{3,2,1,0} transpose(%attention.1), dimensions={0,2,1,3}, origin={node_transpose_3}
     ROOT %tuple = (f32[1,16,4,16]{3,2,1,0}) tuple(%transpose.4)
   }"""
@@ -75,17 +75,28 @@ GPT2_ORIGIN = ("node_bitwise_and_1,node_transpose,node_Transpose_85,node_Mul_89,
                "node_Softmax_97,node_IsNaN_98,node_Where_99,node_scaled_dot_product_attention")
 
 
-def test_gpt2_dynamo_attention_with_causal_and_padding_masks():
-    module = check_rewrite(RecognizeAttention(), GPT2, GPT2_EXPECTED.replace("ORIGIN", GPT2_ORIGIN),
-                           constants=GPT2_CONSTANTS, inputs=PADDING)
+FINFO_MIN = "masked_value=-3.4028234663852886e+38, "
+# left padding: query 0 sees no key at all (the causal limit leaves it key 0, which is padded)
+LEFT_PADDED = {"attention_mask": np.array([[0] * 3 + [1] * 13], np.int64)}
+
+
+def gpt2_expected(masked: str) -> str:
+    return GPT2_EXPECTED.replace("ORIGIN", GPT2_ORIGIN).replace("MASKED", masked)
+
+
+@pytest.mark.parametrize("mask", [PADDING, LEFT_PADDED], ids=["right-padded", "left-padded"])
+def test_gpt2_dynamo_attention_with_causal_and_padding_masks(mask):
+    # the mask adds finfo.min, not -inf: a query whose keys are all masked gets the softmax of every score
+    # plus finfo.min (the average of every v row), which masked_value keeps exact
+    module = check_rewrite(RecognizeAttention(), GPT2, gpt2_expected(FINFO_MIN), constants=GPT2_CONSTANTS, inputs=mask)
     assert opcodes(module).count("attention") == 1
 
 
-def test_gpt2_legacy_minus_inf_mask_is_the_same_attention():
-    # gpt2_tiny_legacy.onnx (TorchScript exporter) masks with -inf instead of finfo.min
+@pytest.mark.parametrize("mask", [PADDING, LEFT_PADDED], ids=["right-padded", "left-padded"])
+def test_gpt2_legacy_minus_inf_mask_is_the_same_attention(mask):
+    # gpt2_tiny_legacy.onnx (TorchScript exporter) masks with -inf: a fully masked query is NaN, then 0
     legacy = GPT2.replace("splat=-3.4028234663852886e+38", "splat=-inf")
-    check_rewrite(RecognizeAttention(), legacy, GPT2_EXPECTED.replace("ORIGIN", GPT2_ORIGIN),
-                  constants=GPT2_CONSTANTS, inputs=PADDING)
+    check_rewrite(RecognizeAttention(), legacy, gpt2_expected(""), constants=GPT2_CONSTANTS, inputs=mask)
 
 
 # bert_tiny.onnx (torch.onnx dynamo): a padding mask only (the all-true causal factor folded away)
@@ -117,6 +128,19 @@ BERT = """
   }"""
 
 
+def test_two_different_finite_mask_values_are_left_alone():
+    # a causal select to -1e9 under a padding mask adding finfo.min: a fully padded query's softmax runs over
+    # scores shifted by two different values, which no single masked_value describes
+    two = BERT.replace(
+        "%add.2 = f32[1,4,16,16]{3,2,1,0} add(%dot.3, %broadcast.1), origin={node_Add_91}",
+        "%causal = pred[1,4,16,16]{3,2,1,0} constant(), ref=causal\n"
+        "    %neg = f32[1,4,16,16]{3,2,1,0} constant(), splat=-1e+09\n"
+        "    %dropped = f32[1,4,16,16]{3,2,1,0} select(%causal, %dot.3, %neg)\n"
+        "    %add.2 = f32[1,4,16,16]{3,2,1,0} add(%dropped, %broadcast.1), origin={node_Add_91}")
+    constants = {"val_38": GATHER_INDICES, "causal": np.broadcast_to(CAUSAL_16, (1, 4, 16, 16)).copy()}
+    check_rewrite(RecognizeAttention(), two, None, constants=constants, inputs=PADDING)
+
+
 def test_bert_padding_mask():
     check_rewrite(RecognizeAttention(), BERT, constants={"val_38": GATHER_INDICES}, inputs=PADDING, expected="""
       ENTRY %main {
@@ -128,7 +152,7 @@ def test_bert_padding_mask():
         %constant.5 = s64[1,1,1,16,2]{4,3,2,1,0} constant(), ref=val_38
         %gather-nd = pred[1,1,1,16]{3,2,1,0} gather-nd(%convert, %constant.5), batch_dims=0, origin={node_GatherND_37}
         %attention = f32[1,4,16,16]{3,2,1,0} transpose(%kt), dimensions={0,1,3,2}, origin={node_scaled_dot_product_attention}
-        %attention.1 = f32[1,4,16,16]{3,2,1,0} attention(%q, %attention, %v, %gather-nd), causal=false, scale=0.25, origin={node_bitwise_and_1,node_Mul_84,node_Mul_86,node_Where_89,node_MatMul_90,node_Add_91,node_Softmax_92,node_IsNaN_93,node_Where_94,node_scaled_dot_product_attention}
+        %attention.1 = f32[1,4,16,16]{3,2,1,0} attention(%q, %attention, %v, %gather-nd), causal=false, masked_value=-3.4028234663852886e+38, scale=0.25, origin={node_bitwise_and_1,node_Mul_84,node_Mul_86,node_Where_89,node_MatMul_90,node_Add_91,node_Softmax_92,node_IsNaN_93,node_Where_94,node_scaled_dot_product_attention}
         ROOT %tuple = (f32[1,4,16,16]{3,2,1,0}) tuple(%attention.1)
       }""")
 

@@ -55,6 +55,7 @@ class Scores:
     scale: float = 1.0
     keep: list[Factor] = field(default_factory=list)
     additive: list[Factor] = field(default_factory=list)
+    masked: list[float] = field(default_factory=list)  # the values masked scores become (-inf, or finfo.min)
 
 
 def _masked_value(v: Instruction, module: Module | None) -> bool:
@@ -102,11 +103,13 @@ def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
             inner = _parse_scores(on_true, module)
             if inner is not None:
                 inner.keep.append(Factor(p, pos))
+                inner.masked.append(float(scalar_value(on_false, module)))
             return inner
         if _masked_value(on_true, module):
             inner = _parse_scores(on_false, module)
             if inner is not None:
                 inner.keep.append(Factor(p, pos, negate=True))
+                inner.masked.append(float(scalar_value(on_true, module)))
             return inner
     return None
 
@@ -126,13 +129,13 @@ def _keep_factors(f: Factor) -> list[Factor]:
     return [Factor(src, pos, f.negate)]
 
 
-def _as_keep(f: Factor, module: Module | None) -> Factor | None:
-    """An additive mask that only holds 0 or NEG values, as a keep mask."""
+def _as_keep(f: Factor, module: Module | None) -> tuple[Factor, float] | None:
+    """An additive mask that only holds 0 or NEG values, as a keep mask, and its NEG."""
     src, pos = peel_views(f.value)
     pos = _compose(f.pos, pos)
     if src.opcode == "select" and scalar_value(src.operands[1], module) == 0 \
             and _masked_value(src.operands[2], module):
-        return Factor(src.operands[0], pos)
+        return Factor(src.operands[0], pos), float(scalar_value(src.operands[2], module))
     return None
 
 
@@ -300,7 +303,8 @@ def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list
         src, pos = peel_views(f.value)
         peeled = Factor(src, _compose(f.pos, pos))
         if as_keep is not None:
-            keep.append(as_keep)
+            keep.append(as_keep[0])
+            scores.masked.append(as_keep[1])
         elif _is_causal(peeled, rank, module, additive=True):
             causal = True
         else:
@@ -343,6 +347,10 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     causal, keep, additive = _masks(scores, rank, rw.module)
     if len(keep) + len(additive) > 1:
         return None
+    finite = {v for v in scores.masked if math.isfinite(v)}
+    if keep and (len(finite) > 1 or (finite and len(finite) != len(set(scores.masked)))):
+        return None  # masked by two different values: no one rule gives the rows they mask whole
+    masked_value = finite.pop() if keep and finite else None
     q, q_scale = _unscaled(qk.operands[0], rw.module)
     k, k_scale = _unscaled(qk.operands[1], rw.module)
     scale = scores.scale * q_scale * k_scale
@@ -363,7 +371,9 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     if shared_k is not None and shared_v is not None and shared_k[1][1] == shared_v[1][1]:
         k, v = rw.reshape(shared_k[0], shared_k[1]), rw.reshape(shared_v[0], shared_v[1])
     operands = [q, k, v] + ([mask] if mask is not None else [])
-    return rw.op("attention", operands, scale=scale, causal=causal)
+    if masked_value is None:
+        return rw.op("attention", operands, scale=scale, causal=causal)
+    return rw.op("attention", operands, scale=scale, causal=causal, masked_value=masked_value)
 
 
 RULES = [Rule("attention", op("dot", var("p"), var("v")), _attention)]
