@@ -174,6 +174,31 @@ def test_reexported_gpt2_tiny_fuses_like_the_static_export(gpt2_tiny_dynseq):
 
 
 @pytest.fixture(scope="module")
+def bert_dyn(tmp_path_factory):
+    """transformers' BertModel exported with [batch, seq] inputs (tools/export_bert_dyn.py), compiled once."""
+    path = SHARED_MODELS / "bert_dyn_tiny.onnx"
+    return path, mlcc.compile(path, tmp_path_factory.mktemp("bert_dyn") / "b", targets=[],
+                              shapes={"batch": "1..8", "seq": "2..64"})
+
+
+@pytest.mark.parametrize("batch,seq", [(1, 2), (3, 17), (8, 64)])
+def test_bert_with_symbolic_batch_and_seq_runs_every_shape_from_one_bundle(bert_dyn, batch, seq):
+    path, result = bert_dyn
+    rng = np.random.default_rng(batch * 100 + seq)
+    feeds = {"input_ids": rng.integers(0, 1000, (batch, seq)).astype(np.int64),
+             "attention_mask": rng.integers(0, 2, (batch, seq)).astype(np.int64),  # rows fully masked too
+             "token_type_ids": rng.integers(0, 2, (batch, seq)).astype(np.int64)}
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    got = mlcc.load(result.out_dir).run(feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-3, atol=1e-4, err_msg=name)
+    # attention recognized (the all-keep arange(seq) >= 0 factor folded at any seq) and fused as statically
+    m = json.loads((result.out_dir / "manifest.json").read_text())
+    assert sum(s["kernel"].startswith("fused_attention") for s in m["schedule"]) == 2
+
+
+@pytest.fixture(scope="module")
 def kv_decoder(tmp_path_factory):
     """A GPT-2-style decoder with a KV cache exported with symbolic seq and past (presents: past + seq)."""
     pytest.importorskip("torch")

@@ -142,3 +142,31 @@ def test_max_with_zero_is_relu():
         %max-zero = f32[2,4]{1,0} relu(%add), origin={"main/relu/%cst","main/relu/%0","main/relu/%1"}
         ROOT %r = (f32[2,4]{1,0}) tuple(%max-zero)
       }""")
+
+
+def test_an_index_compared_with_what_every_index_passes_is_a_constant_at_any_size():
+    # transformers' all-keep mask arange(seq) >= 0: with a symbolic seq no constant folding can evaluate
+    # it, but every index is >= 0 whatever seq is; an index > 2 depends on the index and stays
+    check_rewrite(AlgebraicSimplifier(), """
+      HloModule m, output_names={a,b}, symbols={seq={1,64}}
+
+      ENTRY %main {
+        %i = s64[seq]{0} iota(), iota_dimension=0
+        %r = s64[1,seq]{1,0} reshape(%i)
+        %zero = s64[1,seq]{1,0} constant(), splat=0
+        %all = pred[1,seq]{1,0} compare(%r, %zero), direction=GE
+        %two = s64[1,seq]{1,0} constant(), splat=2
+        %some = pred[1,seq]{1,0} compare(%r, %two), direction=GT
+        ROOT %t = (pred[1,seq]{1,0}, pred[1,seq]{1,0}) tuple(%all, %some)
+      }""", symbols={"seq": 5}, expected="""
+      HloModule m, output_names={a,b}, symbols={seq={1,64}}
+
+      ENTRY %main {
+        %i = s64[seq]{0} iota(), iota_dimension=0
+        %r = s64[1,seq]{1,0} reshape(%i)
+        %iota-compare = pred[] constant(), value={true}
+        %iota-compare.1 = pred[1,seq]{1,0} broadcast(%iota-compare), dimensions={}
+        %two = s64[1,seq]{1,0} constant(), splat=2
+        %some = pred[1,seq]{1,0} compare(%r, %two), direction=GT
+        ROOT %t = (pred[1,seq]{1,0}, pred[1,seq]{1,0}) tuple(%iota-compare.1, %some)
+      }""")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcc.hlo.ir import Instruction, is_float
+from mlcc.hlo.ir import Instruction, is_float, is_int
 from mlcc.hlo.passes.pattern import Match, Rewriter, Rule, constant_array, op, scalar, scalar_value, var
 
 
@@ -88,7 +88,29 @@ def _relu(rw: Rewriter, m: Match) -> Instruction | None:
     return rw.op("relu", [m.x]) if m.x.shape.dtype != "pred" else None
 
 
+def _indices(x: Instruction) -> bool:
+    """x holds element indices (>= 0): an integer iota, through reshapes, broadcasts and transposes."""
+    while x.opcode in ("reshape", "bitcast", "broadcast", "transpose", "copy"):
+        x = x.operands[0]
+    return x.opcode == "iota" and is_int(x.shape.dtype)
+
+
+def _index_compare(rw: Rewriter, m: Match) -> Instruction | None:
+    """iota OP c with every index >= 0 on one side of c: all true or all false, whatever the size
+    (the all-keep attention mask transformers builds as arange(seq) >= 0)."""
+    c = m.c
+    if c is None or isinstance(c, bool) or not is_int(m.i.shape.dtype):
+        return None
+    holds = {"GE": True if c <= 0 else None, "GT": True if c < 0 else None, "LT": False if c <= 0 else None,
+             "LE": False if c < 0 else None, "EQ": False if c < 0 else None,
+             "NE": True if c < 0 else None}.get(m.root.attrs["direction"])
+    if holds is None:
+        return None
+    return rw.broadcast(rw.constant(holds, "pred", ()), m.root.shape.dims, ())
+
+
 RULES = [
+    Rule("iota-compare", op("compare", var("i", where=_indices), scalar("c")), _index_compare),
     Rule("mul-by-one", op("multiply", var("x"), scalar(value=1)), _identity),
     Rule("add-zero", op("add", var("x"), scalar(value=0)), _identity),
     Rule("sub-zero", op("subtract", var("x"), scalar(value=0)), _identity),
