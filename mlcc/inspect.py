@@ -255,6 +255,7 @@ def summarize(bundle: str | Path | Bundle, device_model: str | None = None) -> d
     }
     return {
         "model": m["model"], "targets": m.get("targets", []), "inputs": m.get("inputs", []),
+        "symbols": m.get("symbols", {}),
         "outputs": m.get("outputs", []),
         "device_model": {"name": device.name, "hbm_bandwidth": device.hbm_bandwidth,
                          "peak_flops": dict(device.peak_flops), "source": device.source},
@@ -342,6 +343,8 @@ def header_lines(summary: dict[str, Any]) -> list[str]:
         f"({mem['efficiency']:.1%} of it is needed), {mem['arena_buffers']} buffers, "
         f"peak live {mem['peak_live_bytes']:,} bytes, {mem['buffer_bytes_without_reuse']:,} without reuse"),
         f"weights    {mem['weights_bytes']:,} bytes",
+        *([("symbols    " + ", ".join(f"{k} in {lo}..{hi}" for k, (lo, hi) in summary["symbols"].items())
+            + ": sizes, FLOPs, bytes and the arena are at the largest")] if summary.get("symbols") else []),
         f"layout     {lc['count']} copies change layout, {lc['bytes']:,} bytes"
         + (f" (manifest stats: {lc['manifest_stat']})" if lc["manifest_stat"] is not None else ""),
     ]

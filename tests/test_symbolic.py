@@ -281,3 +281,19 @@ def test_verify_checks_the_smallest_middle_and_largest_size(gpt2_dyn):
     checks = json.loads(out.output)["outputs"]
     assert [c["shape"] for c in checks] == [[1, 1, 1000], [1, 32, 1000], [1, 64, 1000]]
     assert all(c["ok"] for c in checks)
+
+
+def test_inspect_and_report_read_a_symbolic_bundle(gpt2_tiny_dynseq, tmp_path):
+    import io
+
+    from mlcc.inspect import render_text, summarize
+    from mlcc.report.html import write_report
+    _, result = gpt2_tiny_dynseq
+    summary = summarize(result.out_dir)
+    assert summary["symbols"] == {"seq": [1, 64]}
+    text = io.StringIO()
+    render_text(summary, text)
+    assert "seq in 1..64" in text.getvalue()
+    page = tmp_path / "report.html"
+    write_report(result.out_dir, page)
+    assert "fused_attention" in page.read_text()
