@@ -18,6 +18,7 @@ from mlcc.emit.indexing import Size, interval, size
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo import symbolic
 from mlcc.hlo.symbolic import as_sym, symbols_of
 
 INT32_LIMIT = 2**31 - 1
@@ -44,18 +45,12 @@ def strides(shape: Shape) -> tuple[int, ...]:
 
 def kernel_dims(shape: Shape) -> tuple[Size, ...]:
     """The dims as a kernel sees them: ints, and symbolic ones as Sym (sizes it takes at run time)."""
-    return tuple(d if isinstance(d, int) else size(as_sym(d)) for d in shape.dims)
+    return symbolic.sizes(shape.dims)
 
 
 def kernel_strides(shape: Shape) -> tuple[Size, ...]:
     """Element strides under the layout, symbolic where a more minor dim is."""
-    dims = kernel_dims(shape)
-    out: list[Size] = [0] * shape.rank
-    step: Size = 1
-    for d in shape.layout:
-        out[d] = step
-        step = size(step * dims[d])
-    return tuple(out)
+    return symbolic.strides(shape.dims, shape.layout)
 
 
 def upper(n: Size | str) -> int:

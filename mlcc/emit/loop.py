@@ -31,7 +31,8 @@ from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, l
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
-from mlcc.hlo.symbolic import Sym, as_sym, symbols_of
+from mlcc.hlo import symbolic
+from mlcc.hlo.symbolic import Sym, as_sym
 
 TEMPLATE = "loop.py.jinja"
 LINEAR, TAIL_MASK = "lin", "mask"  # defined by the template: the lanes' positions, and which are < numel
@@ -198,18 +199,12 @@ class LoopEmitter:
 
 def _dims(shape: Shape) -> tuple[Size, ...]:
     """The dims: ints, and symbolic ones as Sym (a size the kernel receives at run time)."""
-    return tuple(d if isinstance(d, int) else size(as_sym(d)) for d in shape.dims)
+    return symbolic.sizes(shape.dims)
 
 
-def _strides(shape: Shape) -> list[Size]:
+def _strides(shape: Shape) -> tuple[Size, ...]:
     """Element strides of each logical dim under the layout, symbolic where a minor dim is."""
-    dims = _dims(shape)
-    strides: list[Size] = [0] * shape.rank
-    step: Size = 1
-    for d in shape.layout:
-        strides[d] = step
-        step = size(step * dims[d])
-    return strides
+    return symbolic.strides(shape.dims, shape.layout)
 
 
 def _surely(diff: Size) -> bool:

@@ -16,7 +16,6 @@ from typing import Callable
 from mlcc.emit.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
                               upper)
 from mlcc.emit.indexing import Size
-from mlcc.errors import UnsupportedError
 from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,

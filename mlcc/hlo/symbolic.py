@@ -229,6 +229,30 @@ def product(dims: Sequence["int | str | Sym"]) -> "int | str":
     return dim_of(total)
 
 
+def number(x: "int | str | Sym") -> "int | Sym":
+    """A size to compute with: an int, or a Sym when it depends on a symbol."""
+    if isinstance(x, int):
+        return x
+    s = as_sym(x)
+    return s.value if s.is_const else s
+
+
+def sizes(dims: Sequence["int | str"]) -> tuple["int | Sym", ...]:
+    """A shape's dims to compute with (kernels, views): ints, and symbolic ones as Sym."""
+    return tuple(number(d) for d in dims)
+
+
+def strides(dims: Sequence["int | str"], layout: Sequence[int]) -> tuple["int | Sym", ...]:
+    """Element strides of each logical dim under a minor-to-major layout, symbolic where a more minor dim is."""
+    numbers = sizes(dims)
+    out: list[int | Sym] = [0] * len(numbers)
+    step: int | Sym = 1
+    for d in layout:
+        out[d] = step
+        step = number(step * numbers[d])
+    return tuple(out)
+
+
 def symbols_of(dims: Sequence["int | str | Sym"]) -> list[str]:
     names: set[str] = set()
     for d in dims:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from mlcc.hlo.ir import Instruction, Shape
-from mlcc.hlo.symbolic import Sym, as_sym
+from mlcc.hlo.symbolic import Sym, as_sym, sizes, strides
 
 Size = Union[int, Sym]  # a symbolic dim's size or stride is a Sym (mlcc/hlo/symbolic.py)
 
@@ -76,17 +76,11 @@ def _smaller(a: Size, b: Size) -> bool:
 
 
 def _sizes(shape: Shape) -> tuple[Size, ...]:
-    return tuple(d if isinstance(d, int) else _size(as_sym(d)) for d in shape.dims)
+    return sizes(shape.dims)
 
 
 def _strides(shape: Shape) -> tuple[Size, ...]:
-    dims = _sizes(shape)
-    out: list[Size] = [0] * shape.rank
-    step: Size = 1
-    for d in shape.layout:
-        out[d] = step
-        step = _size(step * dims[d])
-    return tuple(out)
+    return strides(shape.dims, shape.layout)
 
 
 def _transpose_of(bitcast: Instruction) -> tuple[int, ...] | None:

@@ -54,7 +54,6 @@ def import_scatter_elements(b: Builder, node: OnnxNode) -> list[Result]:
 def import_reverse_sequence(b: Builder, node: OnnxNode) -> list[Result]:
     """Along time_axis, each batch entry's first sequence_lens[b] elements reversed (the rest kept)."""
     x, lens = node.input(0), b.convert(node.input(1), "s64")
-    rank = x.shape.rank
     batch_axis, time_axis = node.attr("batch_axis", 1), node.attr("time_axis", 0)
     if {batch_axis, time_axis} not in ({0, 1},):
         raise node.error(f"batch_axis {batch_axis} and time_axis {time_axis} must be 0 and 1")

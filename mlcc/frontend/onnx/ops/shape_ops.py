@@ -13,7 +13,7 @@ from mlcc.frontend.onnx.types import ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction, Shape
-from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product, upper
+from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product
 from mlcc.frontend.onnx.symbolic_values import at_most, symbolic_array
 
 # ---- values known from shapes
