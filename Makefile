@@ -1,4 +1,5 @@
 # mlcc: `make demo` compiles and verifies every example model; `make test` runs the default suite.
+# An example's NAME.flags holds extra compile/verify flags (gpt2_tiny_dynseq: --shape seq=1..64).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -24,11 +25,12 @@ demo: $(STAMP)
 	@mkdir -p build
 	@set -e; for m in $(MODELS); do \
 	  n=$$(basename $$m .onnx); \
-	  $(MLCC) compile $$m -o build/$$n --depfile build/$$n.d; \
+	  flags=$$(cat examples/models/$$n.flags 2>/dev/null || true); \
+	  $(MLCC) compile $$m -o build/$$n --depfile build/$$n.d $$flags; \
 	  if [ -f examples/models/$$n.inputs.npz ]; then \
-	    $(MLCC) verify $$m --bundle build/$$n --inputs examples/models/$$n.inputs.npz; \
+	    $(MLCC) verify $$m --bundle build/$$n --inputs examples/models/$$n.inputs.npz $$flags; \
 	  else \
-	    $(MLCC) verify $$m --bundle build/$$n; \
+	    $(MLCC) verify $$m --bundle build/$$n $$flags; \
 	  fi; \
 	done
 
