@@ -259,16 +259,27 @@ def test_convolution_with_a_symbolic_batch(tmp_path):
         np.testing.assert_allclose(ex.run({"x": x})["y"], _ort(path, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
-def test_a_symbolic_size_used_as_data_names_the_node(tmp_path):
-    # Shape -> Cast(float) -> Mul: the length as a value, which the IR has no op for (exit 69)
-    graph = h.make_graph([h.make_node("Shape", ["x"], ["s"]), h.make_node("Cast", ["s"], ["f"], to=T.FLOAT),
-                          h.make_node("Mul", ["x", "f"], ["y"], name="scale_by_length")], "g",
-                         [h.make_tensor_value_info("x", T.FLOAT, ["n"])], [h.make_tensor_value_info("y", T.FLOAT, ["n"])])
+def test_symbolic_sizes_used_as_data_are_computed_in_the_kernel(tmp_path):
+    # y = x / sqrt(float(len)) and z = x * float(shape(x)): the lengths as values, a size op in the IR that the
+    # kernel computes from its sym_ arguments (a vector of them mixed with a static dim, too)
+    nodes = [h.make_node("Shape", ["x"], ["s"]), h.make_node("Cast", ["s"], ["f"], to=T.FLOAT),
+             h.make_node("Mul", ["x", "f"], ["z"]),
+             h.make_node("Gather", ["s", "zero"], ["n"], axis=0), h.make_node("Cast", ["n"], ["nf"], to=T.FLOAT),
+             h.make_node("Sqrt", ["nf"], ["r"]), h.make_node("Div", ["x", "r"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["n", 2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["n", 2]), h.make_tensor_value_info("z", T.FLOAT, ["n", 2])],
+                         [h.make_tensor("zero", T.INT64, [], [0])])
     path = tmp_path / "data.onnx"
     onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), path)
-    with pytest.raises(UnsupportedError, match=r"'scale_by_length' \(Mul\).*computed from symbolic dims"):
-        mlcc.compile(path, tmp_path / "b", targets=[], shapes={"n": "1..8"})
-    assert not (tmp_path / "b").exists()
+    result = mlcc.compile(path, tmp_path / "b", targets=["sm_80"], shapes={"n": "1..8"})
+    assert "size(), expr=n" in (result.out_dir / "model.hlo").read_text()
+    ex = mlcc.load(result.out_dir)
+    for n in (1, 5, 8):
+        x = np.random.default_rng(n).standard_normal((n, 2)).astype(np.float32)
+        want = _ort(path, {"x": x})
+        got = ex.run({"x": x})
+        np.testing.assert_allclose(got["y"], want[0], rtol=1e-6)
+        np.testing.assert_allclose(got["z"], want[1], rtol=1e-6)
 
 
 def test_verify_checks_the_smallest_middle_and_largest_size(gpt2_dyn):

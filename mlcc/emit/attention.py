@@ -242,7 +242,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         wide = needs_int64(fusion, q, k, v, out)
         fused, ops = _fused_sections(inst, fusion, compute, wide)
         flops += ops
-        symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *(i.shape for i in fusion.called.instructions))
+        symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     names += [f"sym_{s}" for s in symbols]
     pointers += ["i32"] * len(symbols)
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,

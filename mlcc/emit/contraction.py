@@ -105,7 +105,7 @@ class Operands:
 
     def symbols(self) -> list[str]:
         """The symbols whose values the kernel takes at run time."""
-        inner = [i.shape for i in self.fusion.called.instructions] if self.fusion is not None else []
+        inner = list(self.fusion.called.instructions) if self.fusion is not None else []
         return kernel_symbols(self.lhs.shape, self.rhs.shape, self.out, *self.inputs, *inner)
 
     def wide(self) -> bool:

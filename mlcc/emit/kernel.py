@@ -81,18 +81,23 @@ def grid_size(n: "int | Sym", block: int) -> int | str:
     return f"max(1, cdiv({n}, {block}))"
 
 
-def scalar_params(*shapes: Shape) -> tuple[list[str], list[str], list[str]]:
+def scalar_params(*shapes: "Shape | Instruction") -> tuple[list[str], list[str], list[str]]:
     """What a kernel over these shapes adds for its symbols: the params (``sym_<name>``), their argument
     types (i32) and the symbols' names (Kernel.scalars), in the same sorted order."""
     names = kernel_symbols(*shapes)
     return [f"sym_{n}" for n in names], ["i32"] * len(names), names
 
 
-def kernel_symbols(*shapes: Shape) -> list[str]:
-    """The symbols a kernel over these shapes takes as run-time arguments (``sym_<name>``, sorted)."""
+def kernel_symbols(*items: "Shape | Instruction") -> list[str]:
+    """The symbols a kernel over these shapes (or instructions: their shapes, and a size op's expression)
+    takes as run-time arguments (``sym_<name>``, sorted)."""
     names: set[str] = set()
-    for s in shapes:
-        for e in (s.elements if s.is_tuple else (s,)):
+    for item in items:
+        if isinstance(item, Instruction):
+            if item.opcode == "size":
+                names.update(symbols_of([item.attrs["expr"]]))
+            item = item.shape
+        for e in (item.elements if item.is_tuple else (item,)):
             names.update(symbols_of(e.dims))
     return sorted(names)
 

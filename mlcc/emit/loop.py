@@ -42,7 +42,7 @@ INTERPRETER_BLOCK = 2**16
 MAX_TABLE = 256  # constants with value={...} are inlined up to this many elements
 
 DATA_MOVEMENT_OPS = ("broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad",
-                     "reverse", "iota", "gather", "gather-elements", "gather-nd", "dynamic-slice",
+                     "reverse", "iota", "size", "gather", "gather-elements", "gather-nd", "dynamic-slice",
                      "dynamic-update-slice", "scatter-nd")
 LOOP_OPS = tuple(sorted(ELEMENTWISE_OPS)) + DATA_MOVEMENT_OPS
 FUSIBLE_OPS = frozenset(LOOP_OPS) | {"parameter", "constant", "bitcast"}
@@ -266,6 +266,16 @@ def _iota(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Val
         return em.full(c.const, inst.shape.dtype)
     x = em.body.materialize(c).single_var
     return em.convert(Value(x, em.body.index_dtype, em.body.is_block(x)), inst.shape.dtype)
+
+
+@rule("size")
+def _size(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
+    """A size expression's value: computed from the kernel's sym_ arguments, the same in every lane."""
+    value = size(as_sym(inst.attrs["expr"]))
+    if isinstance(value, int):
+        return em.full(value, inst.shape.dtype)
+    x = em.body.add("index", em.body.fresh("i"), False, expr=Affine(const=value))
+    return em.convert(Value(x, em.body.index_dtype, False), inst.shape.dtype)
 
 
 # ---------------------------------------------------------------- pure index maps
@@ -563,7 +573,7 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
             v = em.value(root, coords, TAIL_MASK)
             offset = Affine.var(LINEAR) if shape.layout == first.layout else linear_offset(coords, _strides(shape))
             em.body.add("store", None, False, ptr=f"out{k}", offset=offset, x=v.name, mask=TAIL_MASK)
-    symbols = kernel_symbols(*inputs, *outputs, *(i.shape for i in comp.instructions))
+    symbols = kernel_symbols(*inputs, *outputs, *comp.instructions)
     params = [f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
     params += [f"sym_{s}" for s in symbols]
     try:

@@ -87,7 +87,7 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
         sections, ops = _fused_sections(inst, fusion, rows, normalized, wide)
         flops += ops * hint * row_hint
     symbols = kernel_symbols(x, out, *params) if fusion is None else kernel_symbols(
-        out, *(o.shape for o in fusion.operands), *(i.shape for i in fusion.called.instructions))
+        out, *(o.shape for o in fusion.operands), *fusion.called.instructions)
     names = names + [f"sym_{n}" for n in symbols]
     source = render("row_norm.py.jinja", kernel_name=kernel_name, params=names, op=op, num_rows=num_rows,
                     row_size=row_size, row_axes=row_axes, col_axes=col_axes, epsilon=epsilon,

@@ -107,7 +107,7 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
         wide = needs_int64(fusion, x)
         prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide)
         flops += ops
-        shapes += [op.shape for op in fusion.operands] + [i.shape for i in fusion.called.instructions]
+        shapes += [op.shape for op in fusion.operands] + list(fusion.called.instructions)
     sym_params, sym_types, symbols = scalar_params(*shapes)
     params, pointers = params + sym_params, pointers + sym_types
     source = render("reduce.py.jinja", kernel_name=kernel_name, params=params, combine=combine,

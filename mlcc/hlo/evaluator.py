@@ -573,6 +573,14 @@ def _fusion(inst: Instruction, ops: list) -> Value:
     return evaluate_computation(inst.called, ops, _context().constants, _context().symbols)
 
 
+@rule("size")
+def _size(inst: Instruction, ops: list) -> np.ndarray:
+    value = _dim_value(inst.attrs["expr"], _context().symbols)
+    if value is None:
+        _fail(inst, f"'{inst.attrs['expr']}' needs symbols that no argument has bound")
+    return np.array(value, np.int64)
+
+
 @rule("iota")
 def _iota(inst: Instruction, ops: list) -> np.ndarray:
     dims = _static_dims(inst)

@@ -41,6 +41,7 @@ _TABLE: list[OpInfo] = [
     OpInfo("get-tuple-element", 1, "structural", ("index",)),
     OpInfo("fusion", VARIADIC, "structural", ("kind", "calls")),
     OpInfo("iota", 0, "data", ("iota_dimension",)),
+    OpInfo("size", 0, "data", ("expr",)),  # a scalar: the value of a size expression over symbolic dims
     # elementwise
     *[OpInfo(n, 1, "unary") for n in _UNARY],
     *[OpInfo(n, 2, "binary") for n in _BINARY],

@@ -131,6 +131,13 @@ def _given(opcode, ops, attrs, given):
     return _need_given(opcode, given)
 
 
+def _size(opcode, ops, attrs, given):
+    g = _need_given(opcode, given)
+    if g.rank != 0 or g.dtype not in ("s32", "s64"):
+        raise ShapeError(f"size: the value of '{attrs['expr']}' is an s32[] or s64[] scalar, not {g}")
+    return g
+
+
 def _iota(opcode, ops, attrs, given):
     g = _need_given(opcode, given)
     if not 0 <= attrs["iota_dimension"] < max(g.rank, 1):
@@ -412,7 +419,7 @@ def _fusion(opcode, ops, attrs, given):
 
 
 _RULES = {
-    "parameter": _given, "constant": _constant, "iota": _iota, "tuple": _tuple,
+    "parameter": _given, "constant": _constant, "iota": _iota, "size": _size, "tuple": _tuple,
     "get-tuple-element": _gte, "fusion": _fusion,
     "select": _select, "clamp": _clamp,
     "broadcast": _broadcast, "reshape": _reshape, "bitcast": _reshape, "copy": _copy,

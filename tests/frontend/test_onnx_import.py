@@ -238,10 +238,14 @@ def test_shapes_override_must_name_an_input() -> None:
         import_onnx(_reshape_by_own_shape_model(), shapes={"nope": [1]})
 
 
-def test_shape_of_symbolic_dims_used_as_data_is_a_clear_error() -> None:
+def test_shape_of_symbolic_dims_used_as_data_is_a_size_op() -> None:
+    # the shape [N, 4] cast to float: N is a size op the evaluator (and kernels) compute once N is bound
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Cast", ["s"], ["y"], to=TensorProto.FLOAT)]
-    with pytest.raises(UnsupportedFeatureError, match="symbolic dims"):
-        import_onnx(model_of(nodes, [vi("x", ["N", 4])], [vi("y", [2])]))
+    model = model_of(nodes, [vi("x", ["N", 4])], [vi("y", [2])])
+    module = import_onnx(model)
+    assert [i.attrs["expr"] for i in module.entry.instructions if i.opcode == "size"] == ["N"]
+    x = np.zeros((3, 4), np.float32)
+    np.testing.assert_array_equal(evaluate(module, {"x": x})["y"], run_ort(model, {"x": x})["y"])
 
 
 # ---- control flow known at import time

@@ -72,3 +72,25 @@ def test_ir_text_round_trips_symbolic_dims_and_ranges():
     assert format_module(module) == text
     with pytest.raises(ParseError, match="2:.*bad dimension"):
         parse_module("ENTRY %m {\n  %x = f32[seq**2]{0} parameter(0)\n  ROOT %t = (f32[seq**2]{0}) tuple(%x)\n}\n")
+
+
+def test_a_size_op_is_the_value_of_its_expression():
+    import numpy as np
+
+    from mlcc.hlo.evaluator import evaluate
+    from mlcc.hlo.verifier import verify_module
+    text = (
+        "HloModule m, output_names={y}, symbols={seq={1,16}}\n\n"
+        "ENTRY %main {\n"
+        "  %x = f32[seq]{0} parameter(0), name=x\n"
+        "  %n = s64[] size(), expr=\"4*seq+1\"\n"
+        "  %f = f32[] convert(%n)\n"
+        "  %b = f32[seq]{0} broadcast(%f), dimensions={}\n"
+        "  %y = f32[seq]{0} multiply(%x, %b)\n"
+        "  ROOT %t = (f32[seq]{0}) tuple(%y)\n"
+        "}\n")
+    module = parse_module(text)
+    verify_module(module)
+    assert format_module(module) == text
+    out = evaluate(module, {"x": np.ones(3, np.float32)})  # seq bound to 3 by the argument
+    np.testing.assert_array_equal(out["y"], np.full(3, 13.0, np.float32))

@@ -149,11 +149,33 @@ class ImportContext:
         """The IR instruction of ``t``, creating a constant for a known value on first use."""
         if t.inst is not None:
             return t.inst
+        if t.sym is not None and t.dtype in INDEX_DTYPES:
+            with b.origin(*t.origin):
+                t.inst = symbolic_value_ir(b, t.sym, t.dtype)
+            return t.inst
         if t.value is None:
             raise InvalidModelError(f"value '{t.name}' {t.deferred or 'has no IR value'}", file=self.file)
         with b.origin(*t.origin):
             t.inst = b.constant(t.value, ref_hint=t.name)
         return t.inst
+
+
+INDEX_DTYPES = ("s32", "s64")
+
+
+def symbolic_value_ir(b: Builder, values: np.ndarray, dtype: str) -> Instruction:
+    """A value known in terms of symbolic dims (Shape of [1, seq], its arithmetic) as IR, where a rule needs
+    it as data (a length cast to float): each element a constant or a ``size`` op over the symbols, the
+    kernels computing it from their sym_ arguments."""
+    parts = []
+    for x in values.reshape(-1):
+        if isinstance(x, Sym):
+            part = b.op("size", [], Shape("s64", ()), expr=str(x))
+        else:
+            part = b.constant(np.array(int(x), np.int64))
+        parts.append(part if values.ndim == 0 else b.reshape(part, (1,)))
+    out = parts[0] if values.ndim == 0 else b.op("concatenate", parts, dimension=0) if len(parts) > 1 else parts[0]
+    return b.convert(b.reshape(out, values.shape), dtype)
 
 
 _MISSING = object()
@@ -218,7 +240,7 @@ class OnnxNode:
     def input(self, i: int) -> Instruction:
         """Input ``i`` as an IR value (a known value becomes a constant)."""
         t = self.tensor(i)
-        if t.inst is None and t.value is None:
+        if t.inst is None and t.value is None and not (t.sym is not None and t.dtype in INDEX_DTYPES):
             raise DeferredValueError(f"input '{t.name}' {t.deferred}", file=self.ctx.file, node=self.name,
                                      op_type=self.op_type)
         return self._materialize(t)

@@ -36,7 +36,7 @@ from mlcc.hlo.traffic import operand_read_bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
 DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
-                           "iota", "gather", "gather-elements", "gather-nd", "dynamic-slice", "bitcast"})
+                           "iota", "size", "gather", "gather-elements", "gather-nd", "dynamic-slice", "bitcast"})
 LOOP_OPS = ELEMENTWISE_OPS | DATA_MOVEMENT
 REDUCTIONS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
 FULL_SIZE_REDUCTIONS = frozenset({"softmax", "layer-norm", "rms-norm"})  # result has the operand's dims
@@ -99,7 +99,7 @@ def _bytes(inst: Instruction) -> int:
 
 def _cheap(inst: Instruction) -> bool:
     """Recomputing inst in every consumer costs less than storing and loading it."""
-    if inst.opcode == "iota":
+    if inst.opcode in ("iota", "size"):
         return True
     if inst.opcode == "constant":
         return "ref" not in inst.attrs
@@ -117,7 +117,7 @@ INDEX_OPS = ELEMENTWISE_OPS | {"broadcast", "bitcast", "reshape", "transpose", "
 def _from_indices(inst: Instruction, depth: int = 8) -> bool:
     """inst is computed from element indices and inline constants alone (a causal mask: iotas compared):
     it reads no memory, so each consumer recomputes it at whatever size rather than storing it."""
-    if inst.opcode == "iota":
+    if inst.opcode in ("iota", "size"):
         return True
     if inst.opcode == "constant":
         return "ref" not in inst.attrs
@@ -146,7 +146,8 @@ def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
             continue
         if m is group.norm and m.shape.dims == dims:
             continue
-        if m.opcode in ("broadcast", "constant", "iota", "bitcast", "convert", "reshape") and not _depends_on(m, heavy):
+        if m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") \
+                and not _depends_on(m, heavy):
             continue  # side inputs of the epilogue (a bias broadcast), computed at the output's coordinates
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
     return None
