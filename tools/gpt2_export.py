@@ -3,9 +3,9 @@
     python tools/gpt2_export.py OUT.onnx [--layers 12 --embd 768 --heads 12 --vocab 50257 --seq 128]
                                          [--kv-cache --past 16] [--seed 0] [--positions N] [--dynamic]
 
-With --dynamic the sequence dim of input_ids and logits is exported as the symbolic dim ``seq``
-(and with --kv-cache the past length as ``past``)
-(the exporter then leaves Shape/Range/ConstantOfShape chains in the graph). The test model
+With --dynamic the sequence dim of input_ids and logits is exported as the symbolic dim ``seq``, and
+with --kv-cache the past length as ``past`` (the exporter then leaves Shape/Range/ConstantOfShape
+chains in the graph). The test model
 tests/data/models/gpt2_dyn_tiny.onnx is made with
 
     python tools/gpt2_export.py tests/data/models/gpt2_dyn_tiny.onnx --layers 2 --embd 64 --heads 4 \
