@@ -19,7 +19,7 @@ from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo import symbolic
-from mlcc.hlo.symbolic import as_sym, symbols_of
+from mlcc.hlo.symbolic import symbols_of
 
 INT32_LIMIT = 2**31 - 1
 MAX_GRID_Y = 65535   # CUDA's limit on grid axes 1 and 2
@@ -55,7 +55,7 @@ def kernel_strides(shape: Shape) -> tuple[Size, ...]:
 
 def upper(n: Size | str) -> int:
     """The largest value of a size (or a dim's text) over its symbols' ranges: what tiles are chosen for."""
-    return interval(size(as_sym(n) if isinstance(n, str) else n))[1]
+    return interval(size(n))[1]
 
 
 def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
@@ -85,7 +85,7 @@ def numel(dims: Sequence[Size]) -> Size:
 
 def is_wide(*shapes: Shape) -> bool:
     """True when some offset may not fit in int32, so a kernel must index in int64."""
-    return any(upper(size(as_sym(s.numel_expr()))) > INT32_LIMIT for s in shapes)
+    return any(upper(s.numel_expr()) > INT32_LIMIT for s in shapes)
 
 
 def clamp_pow2(n: int, lo: int, hi: int) -> int:

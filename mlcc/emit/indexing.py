@@ -18,16 +18,12 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from mlcc.hlo.symbolic import Sym, current_ranges, symbol_ranges  # noqa: F401  (symbol_ranges re-exported)
+from mlcc.hlo.symbolic import Sym, current_ranges
+from mlcc.hlo.symbolic import number as size  # x with a constant Sym as its int
 
 NEVER = False
 Mask = str | None | bool  # a predicate variable, None (all lanes) or NEVER
 Size = Union[int, Sym]  # a coefficient or constant: an int, or a size known only at run time (a kernel argument)
-
-def size(x: Size) -> Size:
-    """x with a constant Sym as its int."""
-    return x.value if isinstance(x, Sym) and x.is_const else x
-
 
 def interval(x: Size) -> tuple[int, int]:
     """The values x takes (a symbolic size over its symbols' ranges)."""

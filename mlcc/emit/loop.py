@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import jinja2
 
+from mlcc.emit.coords import upper
 from mlcc.emit.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
                                 row_major_strides, size, size_code)
 from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
@@ -541,13 +542,9 @@ def _check_fusible(comp: Computation) -> None:
             raise UnsupportedError(f"%{inst.name}: {inst.opcode} cannot be part of a loop kernel")
 
 
-def _upper(n: Size) -> int:
-    return interval(n)[1]
-
-
 def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[Shape]) -> str:
     shapes = list(inputs) + list(outputs) + [i.shape for i in comp.instructions if not i.shape.is_tuple]
-    return "s64" if max(_upper(size(as_sym(s.numel_expr()))) for s in shapes) > INT32_SAFE else "s32"
+    return "s64" if max(upper(s.numel_expr()) for s in shapes) > INT32_SAFE else "s32"
 
 
 def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
@@ -559,10 +556,10 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
     first = outputs[0]
     if any(s.dims != first.dims for s in outputs):
         raise UnsupportedError(f"%{inst.name}: loop fusion outputs differ in dims: {[str(s) for s in outputs]}")
-    n = size(as_sym(first.numel_expr()))
+    n = size(first.numel_expr())
     em = LoopEmitter(inputs, _index_dtype(comp, inputs, outputs))
     if n != 0:
-        em.body.bound(LINEAR, 0, _upper(n) - 1)  # in the lanes that store; the others load and store nothing
+        em.body.bound(LINEAR, 0, upper(n) - 1)  # in the lanes that store; the others load and store nothing
         order = list(reversed(first.layout))  # major to minor: the physical order of the walk
         coords = [Affine()] * first.rank
         dims = _dims(first)
@@ -582,7 +579,7 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
     except jinja2.UndefinedError as e:
         ops = sorted({f"{s['op']} on {s['dtype']}" for s in em.body.stmts if s["kind"] == "op"})
         raise UnsupportedError(f"%{inst.name}: no loop kernel code for one of {', '.join(ops)} ({e})") from e
-    hint = _upper(n)  # tiles are chosen for the largest size in range
+    hint = upper(n)  # tiles are chosen for the largest size in range
     gpu_block = min(GPU_BLOCK, max(128, next_pow2(hint)))
     interpreter_block = min(INTERPRETER_BLOCK, next_pow2(max(hint, 1)))
     return Kernel(

@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING, Sequence
 
 # Importing the lowering modules registers their templates in LOWERINGS.
 from mlcc.emit import kernel as _kernel
-from mlcc.emit.indexing import symbol_ranges
 from mlcc.emit.kernel import Kernel, lower, lowering_key
 from mlcc.emit.tiling import TILINGS, Tiling, configure_targets
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
-from mlcc.emit.loop import LOOP_OPS
 from mlcc.hlo.ir import Instruction, Module
-from mlcc.hlo.symbolic import SymbolicError, symbols_of
+from mlcc.hlo.symbolic import SymbolicError, symbol_ranges, symbols_of
 from mlcc.names import sanitize_identifier
 
 if TYPE_CHECKING:
@@ -88,16 +86,6 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
     return kernels, launches
 
 
-# The templates that take symbolic sizes as kernel arguments: every one today (a loop kernel's dims, a row
-# kernel's or reduction's rows and row length, a matmul's M, N, K and batch, a convolution's batch and
-# spatial sizes, attention's sequence lengths). A lowering outside this set would need static shapes
-# (--shape NAME=N), and says so.
-SYMBOLIC_LOWERINGS = frozenset(LOOP_OPS) | {
-    "fusion:loop", "layer-norm", "rms-norm", "softmax", "batch-norm-inference", "reduce", "argmax", "argmin",
-    "cumsum", "fusion:input", "dot", "convolution", "fusion:output", "reduce-window", "attention",
-    "fusion:attention"}
-
-
 def _is_symbolic(inst: Instruction) -> bool:
     shapes = [inst.shape, *(o.shape for o in inst.operands)]
     if inst.called is not None:
@@ -118,8 +106,6 @@ def _lower_steps(plan: BufferPlan, targets: Sequence[str], tuning: TuningDb | No
                  by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
     for inst in plan.steps:
         symbolic = _is_symbolic(inst)
-        if symbolic and lowering_key(inst) not in SYMBOLIC_LOWERINGS:
-            raise _symbolic_error(inst, "its template takes static sizes only")
         try:
             draft = lower(inst, PLACEHOLDER)
         except (TypeError, SymbolicError) as e:

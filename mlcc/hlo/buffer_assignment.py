@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Module, Shape
+from mlcc.hlo.ir import Instruction, Module, Shape
 
 NO_KERNEL = frozenset({"parameter", "constant", "bitcast", "tuple", "get-tuple-element"})
 ALIGNMENT = 256
@@ -93,8 +93,7 @@ def assign_buffers(module: Module) -> BufferPlan:
         else:
             cls = "ACTIVATION"
         shape = inst.shape
-        # a symbolic size is planned at the largest value in its range (Module.symbols)
-        nbytes = shape.nbytes() if shape.is_static else shape.upper_numel(module.symbols) * DTYPE_BYTES[shape.dtype]
+        nbytes = shape.upper_nbytes(module.symbols)  # a symbolic size is planned at the top of its range
         buffers[inst.name] = Buffer(inst.name, cls, shape, nbytes, step_of.get(id(inst)))
 
     for s, inst in enumerate(steps):

@@ -83,6 +83,10 @@ class Shape:
         from mlcc.hlo.symbolic import upper
         return upper(self.numel_expr(), ranges)
 
+    def upper_nbytes(self, ranges: dict[str, tuple[int, int]]) -> int:
+        """Bytes at the largest element count over the symbols' ranges (nbytes() when static)."""
+        return self.upper_numel(ranges) * DTYPE_BYTES[self.dtype]
+
     def with_dtype(self, dtype: str) -> "Shape":
         return Shape(dtype, self.dims, self.layout)
 

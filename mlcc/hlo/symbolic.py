@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
-from typing import Iterator, Mapping, Sequence, Union
+from typing import Iterator, Mapping, Sequence
 
 Monomial = tuple[str, ...]  # symbol names, sorted, repeated for powers; () is the constant term
 
@@ -171,7 +171,8 @@ class Sym:
             return self.code()
         return _format(self.terms, lambda s: s)
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731  (f-strings follow str())
+    def __format__(self, spec: str) -> str:  # f-strings follow str(): code while a template renders
+        return format(str(self), spec)
 
     def __repr__(self) -> str:
         return f"Sym({self})"
@@ -199,9 +200,6 @@ def _format(terms: Mapping[Monomial, int], name, sep: str = "") -> str:
     return out
 
 
-Value = Union[int, Sym]
-
-
 def as_sym(x: "Sym | int | str") -> Sym:
     if isinstance(x, Sym):
         return x
@@ -216,10 +214,6 @@ def dim_of(x: "Sym | int | str") -> "int | str":
     """The Shape dim for x: an int when constant, else the canonical expression text."""
     s = as_sym(x)
     return s.value if s.is_const else str(s)
-
-
-def is_symbolic(d: object) -> bool:
-    return isinstance(d, (str, Sym)) and not as_sym(d).is_const  # type: ignore[arg-type]
 
 
 def product(dims: Sequence["int | str | Sym"]) -> "int | str":

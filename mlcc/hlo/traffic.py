@@ -3,35 +3,31 @@ except that a gather reads only the rows it gathers (an embedding table is not r
 
 from __future__ import annotations
 
-from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+from mlcc.hlo.ir import Instruction
 from mlcc.hlo.symbolic import current_ranges
 
 GATHERS = frozenset({"gather", "gather-nd", "gather-elements"})
 
 
-def _bytes(inst: Instruction) -> int:
-    """Bytes of inst's value; a symbolic size counts at the largest value of its range (current_ranges)."""
-    if inst.shape.is_tuple:
-        return 0
-    if inst.shape.is_static:
-        return inst.shape.nbytes()
-    return inst.shape.upper_numel(current_ranges()) * DTYPE_BYTES[inst.shape.dtype]
+def value_bytes(inst: Instruction) -> int:
+    """Bytes of inst's value (0 for a tuple); a symbolic size counts at the largest value of its range."""
+    return 0 if inst.shape.is_tuple else inst.shape.upper_nbytes(current_ranges())
 
 
 def _param_read_bytes(param: Instruction, full: int) -> int:
     users = param.users
     if users and all(u.opcode in GATHERS and u.operands[0] is param and not any(o is param for o in u.operands[1:])
                      for u in users):
-        return min(full, sum(_bytes(u) for u in users))
+        return min(full, sum(value_bytes(u) for u in users))
     return full
 
 
 def operand_read_bytes(inst: Instruction, index: int) -> int:
     """Bytes inst's kernel reads of its index-th operand."""
     op = inst.operands[index]
-    full = _bytes(op)
+    full = value_bytes(op)
     if inst.opcode in GATHERS and index == 0:
-        return min(full, _bytes(inst))
+        return min(full, value_bytes(inst))
     if inst.opcode == "fusion" and inst.called is not None:
         params = inst.called.parameters()
         if index < len(params):
@@ -48,4 +44,4 @@ def kernel_bytes(inst: Instruction) -> tuple[int, int]:
             continue
         seen.add(id(o))
         read += operand_read_bytes(inst, i)
-    return read, _bytes(inst)
+    return read, value_bytes(inst)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Union
 
 from mlcc.hlo.ir import Instruction, Shape
-from mlcc.hlo.symbolic import Sym, as_sym, sizes, strides
+from mlcc.hlo import symbolic
+from mlcc.hlo.symbolic import Sym, as_sym, number, sizes
 
 Size = Union[int, Sym]  # a symbolic dim's size or stride is a Sym (mlcc/hlo/symbolic.py)
 
@@ -55,17 +56,13 @@ def _reshape_strides(old_dims: tuple[int, ...], old_strides: tuple[int, ...],
                 pn *= new[j][1]
                 j += 1
         for (d1, s1), (d2, s2) in zip(og, og[1:]):
-            if s1 != _size(s2 * d2):
+            if s1 != number(s2 * d2):
                 return None
         acc = og[-1][1]
         for idx, d in reversed(ng):
             out[idx] = acc
-            acc = _size(acc * d)
+            acc = number(acc * d)
     return tuple(out)
-
-
-def _size(x: Size) -> Size:
-    return x.value if isinstance(x, Sym) and x.is_const else x
 
 
 def _smaller(a: Size, b: Size) -> bool:
@@ -75,12 +72,7 @@ def _smaller(a: Size, b: Size) -> bool:
     return as_sym(b).exact_div(a) is not None
 
 
-def _sizes(shape: Shape) -> tuple[Size, ...]:
-    return sizes(shape.dims)
 
-
-def _strides(shape: Shape) -> tuple[Size, ...]:
-    return strides(shape.dims, shape.layout)
 
 
 def _transpose_of(bitcast: Instruction) -> tuple[int, ...] | None:
@@ -110,15 +102,15 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
         x = x.operands[0]
     if not isinstance(x.shape, Shape):
         return None
-    strides = _strides(x.shape)
+    strides = symbolic.strides(x.shape.dims, x.shape.layout)
     offset: Size = 0
-    dims = _sizes(x.shape)
+    dims = sizes(x.shape.dims)
     for step in reversed(chain):
         if step.opcode == "slice":
             starts, st = step.attrs["start_indices"], step.attrs["strides"]
             for a, s in zip(starts, strides):
-                offset = _size(offset + (a if isinstance(a, int) else as_sym(a)) * s)
-            strides = tuple(_size(s * k) for s, k in zip(strides, st))
+                offset = number(offset + number(a) * s)
+            strides = tuple(number(s * k) for s, k in zip(strides, st))
         elif step.opcode == "transpose":
             perm = step.attrs["dimensions"]
             strides = tuple(strides[p] for p in perm)
@@ -128,11 +120,11 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
             if perm is not None and src.layout != step.shape.layout:
                 strides = tuple(strides[p] for p in perm)
             elif src.is_row_major() and step.shape.is_row_major():
-                new = _reshape_strides(dims, strides, _sizes(step.shape))
+                new = _reshape_strides(dims, strides, sizes(step.shape.dims))
                 if new is None:
                     return None
                 strides = new
             else:
                 return None
-        dims = _sizes(step.shape)
+        dims = sizes(step.shape.dims)
     return View(x, offset, strides)

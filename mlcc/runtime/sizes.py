@@ -3,11 +3,31 @@ mlcc/hlo/symbolic.py for how the compiler writes them), evaluated once the input
 
 from __future__ import annotations
 
+import ast
+import functools
+import operator
 from typing import Mapping
 
 
 class SizeError(ValueError):
     pass
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_CALLS = {"cdiv": _cdiv, "max": max, "min": min}
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(expr: str) -> ast.Expression:
+    """The expression's tree, parsed once per text: a run evaluates every launch's grid again."""
+    try:
+        return ast.parse(expr, mode="eval")
+    except SyntaxError:
+        raise SizeError(f"'{expr}' is not a size expression") from None
 
 
 def eval_size(expr: "int | str", env: Mapping[str, int]) -> int:
@@ -16,7 +36,6 @@ def eval_size(expr: "int | str", env: Mapping[str, int]) -> int:
     Parsed with Python's ast and only these node kinds allowed: a manifest is data, never code."""
     if isinstance(expr, int):
         return expr
-    import ast
 
     def walk(node: ast.AST) -> int:
         if isinstance(node, ast.Expression):
@@ -36,26 +55,4 @@ def eval_size(expr: "int | str", env: Mapping[str, int]) -> int:
             return _CALLS[node.func.id](*(walk(a) for a in node.args))
         raise SizeError(f"'{expr}' is not a size expression")
 
-    try:
-        tree = ast.parse(str(expr), mode="eval")
-    except SyntaxError:
-        raise SizeError(f"'{expr}' is not a size expression") from None
-    return walk(tree)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-_BINOPS = {}
-_CALLS = {"cdiv": _cdiv, "max": max, "min": min}
-
-
-def _init_ops() -> None:
-    import ast
-    import operator
-    _BINOPS.update({ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-                    ast.FloorDiv: operator.floordiv})
-
-
-_init_ops()
+    return walk(_parse(str(expr)))

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlcc.hlo.ir import DTYPE_BYTES, Computation, Instruction, Module
+from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.symbolic import current_ranges, symbol_ranges
+from mlcc.hlo.symbolic import symbol_ranges
 from mlcc.hlo.traffic import operand_read_bytes
+from mlcc.hlo.traffic import value_bytes as _bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
 DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
@@ -74,27 +75,6 @@ def _kind_of(inst: Instruction) -> str | None:
     if inst.opcode == "attention":
         return "attention"
     return None
-
-
-# Fusion kinds whose templates take symbolic sizes as kernel arguments (mlcc/emit/): a value with a
-# symbolic dim joins only a fusion of these kinds (today every kind: the check stays for a new one).
-SYMBOLIC_KINDS = frozenset({"loop", "input", "output", "attention"})
-
-
-def _symbolic_ok(group: "Group", p: Instruction, kind: str) -> bool:
-    shapes = [p.shape] + [i.shape for i in group.members if not i.shape.is_tuple]
-    if all(s.is_static for s in shapes):
-        return True
-    return kind in SYMBOLIC_KINDS and group.kind in SYMBOLIC_KINDS
-
-
-def _bytes(inst: Instruction) -> int:
-    """Bytes of inst's value; a symbolic size counts at the largest value of its range."""
-    if inst.shape.is_tuple:
-        return 0
-    if inst.shape.is_static:
-        return inst.shape.nbytes()
-    return inst.shape.upper_numel(current_ranges()) * DTYPE_BYTES[inst.shape.dtype]
 
 
 def _cheap(inst: Instruction) -> bool:
@@ -296,8 +276,6 @@ class Fusion(Pass):
             return f"{p.opcode} has no fusible kernel"
         if p.shape.is_tuple:
             return "tuple-shaped value"
-        if not _symbolic_ok(group, p, kind):
-            return f"symbolic sizes in a {group.kind} fusion: only {', '.join(sorted(SYMBOLIC_KINDS))} kernels take them"
         users_inside = all(group.contains(u) for u in p.users) and id(p) not in outputs
         if id(p) in owner and not _cheap(p):
             return "already fused elsewhere"
