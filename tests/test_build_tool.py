@@ -102,12 +102,19 @@ def test_compile_killed_while_compiling_kernels_leaves_the_previous_bundle_untou
     proc = subprocess.Popen([sys.executable, "-m", "mlcc.cli", "compile", str(shared_models / "bert_tiny.onnx"), "-o",
                              str(out), "--target", "sm_80,sm_90", "--no-cache", "-j", "1", "-q"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(6)  # importing, optimizing, compiling the first kernels cold: far from done
-    assert proc.poll() is None
+    # Kill it once the first kernel binary lands in Triton's cache: compiling kernels, far from the bundle swap.
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and not _has_files(tmp_path / "triton-cache"):
+        time.sleep(0.01)
+    assert proc.poll() is None, "the compile ended before its first kernel was cached"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert tree_hashes(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "triton-cache"]
+
+
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
 
 
 def _limit_file_size(limit: int):
