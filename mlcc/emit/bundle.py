@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mlcc.device_models import DeviceModel
-from mlcc.emit.compile import Binary, Target
 from mlcc.emit.intent import build_intent
 from mlcc.emit.kernel import Kernel
+from mlcc.emit.target.aot import Binary
+from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.hashing import file_sha256
 from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype

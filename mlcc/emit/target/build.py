@@ -13,8 +13,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from mlcc.emit.compile import Binary, Target, compile_kernel
 from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.target.aot import Binary, compile_kernel
+from mlcc.emit.target.targets import Target
 
 CACHE_FORMAT = 1
 
