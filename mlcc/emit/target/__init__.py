@@ -4,8 +4,7 @@ of every kernel for every target (build.py), the tuning database of measured lau
 
 The tile heuristics that read a target's figures stay with the lowerings that register them
 (mlcc/emit/tiling.py, mlcc/emit/matmul_tiles.py): they are code generation, and a target is data they read.
+
+This __init__ imports nothing, so importing targets.py (the inspector and the report do) pulls in neither
+Triton nor the compiler nor the lowerings.
 """
-
-from mlcc.emit.target.targets import DeviceModel, Target, TargetError, device_model, parse_target, parse_targets
-
-__all__ = ["DeviceModel", "Target", "TargetError", "device_model", "parse_target", "parse_targets"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import multiprocessing
 import os
 import tempfile
 from dataclasses import asdict
@@ -98,7 +99,7 @@ def build_binaries(kernels: Sequence[Kernel], targets: Sequence[Target], *, jobs
         progress(done, total)
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) > 2:
-        ctx = __import__("multiprocessing").get_context("spawn")
+        ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
             futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t.name).to_json(), t):
                        (k, t, key) for k, t, key in todo}
