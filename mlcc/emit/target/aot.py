@@ -43,7 +43,7 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    config = config or kernel.config_for(target.name)
+    config = config or kernel.config_for(target)
     # No line info: it would embed the source's temporary path and break byte-identical bundles.
     with triton.knobs.compilation.scope(), tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
         triton.knobs.compilation.disable_line_info = True

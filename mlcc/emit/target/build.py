@@ -34,7 +34,7 @@ def _triton_version() -> str:
 def cache_key(kernel: Kernel, target: Target) -> str:
     h = hashlib.sha256()
     payload = {"format": CACHE_FORMAT, "source": kernel.source, "name": kernel.name,
-               "arg_types": kernel.arg_types, "config": kernel.config_for(target.name).to_json(),
+               "arg_types": kernel.arg_types, "config": kernel.config_for(target).to_json(),
                "target": target.name, "triton": _triton_version()}
     h.update(json.dumps(payload, sort_keys=True).encode())
     return h.hexdigest()
@@ -101,7 +101,7 @@ def build_binaries(kernels: Sequence[Kernel], targets: Sequence[Target], *, jobs
     if jobs > 1 and len(todo) > 2:
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t.name).to_json(), t):
+            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t).to_json(), t):
                        (k, t, key) for k, t, key in todo}
             for fut in concurrent.futures.as_completed(futures):
                 k, t, key = futures[fut]
