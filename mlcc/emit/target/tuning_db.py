@@ -207,7 +207,8 @@ def write_tuning_db(db: TuningDb, path: str | Path) -> None:
 
 def configure_targets(kernel: Kernel, targets: Sequence[Target], tuning: TuningDb | None = None) -> None:
     """Fill kernel.targets with each target's config where it differs from kernel.gpu: the tuning
-    database's entry for (signature, target) if there is one, else the target's heuristic."""
+    database's entry for (signature, target) if there is one, else the target's heuristic. The kernel's
+    lowering registered its template's tiling in TILINGS when it was imported, so no table is passed here."""
     t = TILINGS.get(kernel.template)
     if t is None:
         return
