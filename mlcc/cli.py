@@ -363,7 +363,7 @@ def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes:
              precision: str | None, config_path: str | None, as_json: bool) -> None:
     """Time launch-config candidates of MODEL's matmul, convolution and attention kernels on this CUDA GPU
     and merge the fastest into a tuning database (exit 69 without a CUDA device)."""
-    from mlcc.tune import tune_model
+    from mlcc.emit.target.tune import tune_model
     with _diagnostics(as_json):
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, {"shapes": _parse_shapes(shapes) or None, "precision": precision}, cfg_file)

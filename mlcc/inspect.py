@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mlcc.device_models import DeviceModel, device_model
+from mlcc.emit.target.targets import DeviceModel, device_model
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.parser import ParseError, parse_module

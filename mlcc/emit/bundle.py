@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from mlcc.device_models import DeviceModel
-from mlcc.emit.compile import Binary, Target
 from mlcc.emit.intent import build_intent
 from mlcc.emit.kernel import Kernel
+from mlcc.emit.target.aot import Binary
+from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.hashing import file_sha256
 from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype
@@ -148,7 +148,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
             (out / meta_rel).write_text(b.metadata)
             bins[t.name] = {"path": bin_rel, "metadata": meta_rel, "shared": b.shared,
                             "num_warps": b.num_warps, "num_stages": b.num_stages, "function": b.name,
-                            "config": k.config_for(t.name).to_json(),
+                            "config": k.config_for(t).to_json(),
                             "config_from": "tuning-db" if t.name in k.tuned else "heuristic"}
         ops = sorted({o for inst, kn in launches if kn == name for o in inst.origin})
         entry = {"name": name, "source": f"kernels/{name}.py", "template": k.template,
@@ -229,7 +229,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
 
 def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
     """1 unless some binary needs a grid other than the schedule's (see OWN_GRID_SCHEMA_VERSION)."""
-    own_grid = any(k.config_for(t.name).grid != k.gpu.grid for k in kernels.values() for t in targets)
+    own_grid = any(k.config_for(t).grid != k.gpu.grid for k in kernels.values() for t in targets)
     return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION
 
 

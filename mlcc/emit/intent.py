@@ -1,7 +1,7 @@
 """intent.json: per buffer, what it is, when it is next needed, what losing it costs,
 where it wants to live and what to do if it cannot (seeds/000, section 6).
 
-All costs assume a device model (mlcc/device_models.py). Steps index the manifest's schedule.
+All costs assume a device model (mlcc/emit/target/targets.py). Steps index the manifest's schedule.
 - reuse_horizon: the smallest gap, in steps, between consecutive uses. Persistent buffers
   (weights, constants, KV cache) wrap into the next inference, so a weight used once per
   inference has the schedule's length; a transient buffer used once has none (null).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from mlcc.device_models import DeviceModel
+from mlcc.emit.target.targets import DeviceModel
 from mlcc.hlo.buffer_assignment import Buffer, BufferPlan
 from mlcc.hlo.ir import Instruction
 

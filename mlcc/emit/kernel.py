@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import jinja2
 
+from mlcc.emit.target.targets import Target
 from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
@@ -56,9 +57,9 @@ class Kernel:
     # Symbols whose values the kernel takes at run time, after the pointers (params sym_<name>, i32).
     scalars: list[str] = field(default_factory=list)
 
-    def config_for(self, target: str) -> LaunchConfig:
+    def config_for(self, target: Target) -> LaunchConfig:
         """The launch config a binary for target is compiled and launched with."""
-        return self.targets.get(target, self.gpu)
+        return self.targets.get(target.name, self.gpu)
 
 
 def triton_pointer(shape: Shape) -> str:

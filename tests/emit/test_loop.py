@@ -880,7 +880,8 @@ def _aot_kernels():
 
 
 def _check_binaries(targets: list[str]) -> None:
-    from mlcc.emit.compile import compile_kernel, parse_target
+    from mlcc.emit.target.aot import compile_kernel
+    from mlcc.emit.target.targets import parse_target
     for _, inst in _aot_kernels():
         kernel = lower(inst, "kernel")
         for target in targets:

@@ -1,10 +1,9 @@
-"""Ahead-of-time compilation of kernels with triton.compile for GPU targets (no GPU needed)."""
+"""Ahead-of-time compilation of a kernel with triton.compile for a GPU target (no GPU needed)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -12,44 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mlcc.emit.kernel import Kernel, LaunchConfig
-
-_NV = re.compile(r"^sm_(\d+)a?$")
-_AMD = re.compile(r"^gfx[0-9a-f]+$")
-
-
-class TargetError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str       # sm_80, sm_90, gfx942
-    backend: str    # cuda | hip
-    arch: Any       # 80 | "gfx942"
-    warp_size: int
-
-    @property
-    def binary_ext(self) -> str:
-        return "cubin" if self.backend == "cuda" else "hsaco"
-
-
-def parse_target(name: str) -> Target:
-    name = name.strip()
-    m = _NV.match(name)
-    if m:
-        return Target(name, "cuda", int(m.group(1)), 32)
-    if _AMD.match(name):
-        return Target(name, "hip", name, 64)
-    raise TargetError(f"unknown target '{name}' (expected sm_NN or gfxNNN)")
-
-
-def parse_targets(spec: str | list[str] | tuple[str, ...]) -> list[Target]:
-    names = spec.split(",") if isinstance(spec, str) else list(spec)
-    targets = [parse_target(n) for n in names if n.strip()]
-    seen: dict[str, Target] = {}
-    for t in targets:
-        seen.setdefault(t.name, t)
-    return list(seen.values())
+from mlcc.emit.target.targets import Target
 
 
 def _load_jit(source_path: Path, name: str) -> Any:
@@ -81,7 +43,7 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    config = config or kernel.config_for(target.name)
+    config = config or kernel.config_for(target)
     # No line info: it would embed the source's temporary path and break byte-identical bundles.
     with triton.knobs.compilation.scope(), tempfile.TemporaryDirectory(prefix="mlcc-aot-") as tmp:
         triton.knobs.compilation.disable_line_info = True
@@ -105,9 +67,9 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
         # FMA contraction on, stated explicitly (Triton 3.9 warns when the default is left implicit).
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "enable_fp_fusion": True}
         compiled = triton.compile(src, target=GPUTarget(target.backend, target.arch, target.warp_size), options=options)
-    data = compiled.asm[target.binary_ext]
+    data = compiled.asm[target.binary_format]
     if isinstance(data, str):
         data = data.encode()
     meta = json.dumps(compiled.metadata._asdict(), default=vars, sort_keys=True)
-    return Binary(target.name, data, target.binary_ext, int(compiled.metadata.shared),
+    return Binary(target.name, data, target.binary_format, int(compiled.metadata.shared),
                   config.num_warps, config.num_stages, compiled.metadata.name, meta)

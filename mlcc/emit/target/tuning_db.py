@@ -16,11 +16,12 @@ A YAML file (read with yaml.safe_load, written with sorted keys so it diffs well
 
 `mlcc tune` writes it; `mlcc compile --tuning-db FILE` launches a kernel on a target with the entry
 for its (signature, target), the grid recomputed from the tiles, and falls back to the target's
-heuristic where there is none. A signature hashes the kernel's code and problem, never its launch
+heuristic where there is none (configure_targets). A signature hashes the kernel's code and problem, never its launch
 config (mlcc/emit/lower_module.py), so entries survive changes to the heuristics. Every entry is
-checked when the file is read (types, names, powers of two) and again against its kernel when used
+checked when the file is read (types, names, powers of two; templates and constexprs against the
+tilings the reader passes, mlcc/emit/lower_module.tilings()) and again against its kernel when used
 (the problem's constraints, the target's shared memory): a bad one is exit 65 naming the file and
-the entry.
+the entry. Target names are parsed once, when read, by the one parse function (parse_target).
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import yaml
 
+from mlcc.atomic import write_file_atomic
+from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.target.targets import Target, TargetError, parse_target
+from mlcc.emit.tiling import TILINGS, Tiling, tuned_config
 from mlcc.errors import InputMissingError, InvalidInputError
 
 DB_VERSION = 1
@@ -69,19 +74,19 @@ class TuningDb:
     path: str | None = None
     kernels: dict[str, TunedKernel] = field(default_factory=dict)
 
-    def lookup(self, signature: str, target: str) -> TunedConfig | None:
+    def lookup(self, signature: str, target: Target) -> TunedConfig | None:
         kernel = self.kernels.get(signature)
-        return None if kernel is None else kernel.targets.get(target)
+        return None if kernel is None else kernel.targets.get(target.name)
 
     @staticmethod
     def entry_name(signature: str, target: str) -> str:
         return f"kernels.{signature}.targets.{target}"
 
-    def record(self, signature: str, template: str, ops: list[str], target: str, config: TunedConfig) -> None:
+    def record(self, signature: str, template: str, ops: list[str], target: Target, config: TunedConfig) -> None:
         """Set the entry of (signature, target); the kernel's other targets and other kernels stay."""
         kernel = self.kernels.setdefault(signature, TunedKernel(template, sorted(ops)))
         kernel.template, kernel.ops = template, sorted(set(kernel.ops) | set(ops))
-        kernel.targets[target] = config
+        kernel.targets[target.name] = config
 
     def to_yaml(self) -> str:
         data = {"version": DB_VERSION, "kernels": {
@@ -92,8 +97,9 @@ class TuningDb:
         return header + yaml.safe_dump(data, sort_keys=True, default_flow_style=False)
 
 
-def load_tuning_db(path: str | Path) -> TuningDb:
-    """Read and check a tuning database; InputMissingError (66) or InvalidInputError (65) naming it."""
+def load_tuning_db(path: str | Path, tilings: Mapping[str, Tiling]) -> TuningDb:
+    """Read and check a tuning database against tilings (every template's, by name: lower_module.tilings());
+    InputMissingError (66) or InvalidInputError (65) naming it."""
     path = str(path)
     try:
         text = Path(path).read_text()
@@ -105,10 +111,10 @@ def load_tuning_db(path: str | Path) -> TuningDb:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise InvalidInputError(f"not valid YAML ({str(e).splitlines()[0]})", file=path) from None
-    return parse_tuning_db(data, path)
+    return parse_tuning_db(data, path, tilings)
 
 
-def parse_tuning_db(data: Any, path: str) -> TuningDb:
+def parse_tuning_db(data: Any, path: str, tilings: Mapping[str, Tiling]) -> TuningDb:
     def bad(where: str, why: str) -> InvalidInputError:
         return InvalidInputError(f"{where}: {why}" if where else why, file=path)
 
@@ -126,19 +132,17 @@ def parse_tuning_db(data: Any, path: str) -> TuningDb:
         where = f"kernels.{signature}"
         if not isinstance(signature, str) or not _SIGNATURE.match(signature):
             raise bad(where, "a signature is 64 lowercase hex digits (manifest.json: kernels[i].signature)")
-        db.kernels[signature] = _parse_kernel(kernel, where, bad)
+        db.kernels[signature] = _parse_kernel(kernel, where, tilings, bad)
     return db
 
 
-def _parse_kernel(kernel: Any, where: str, bad) -> TunedKernel:
-    from mlcc.emit.lower_module import tilings
+def _parse_kernel(kernel: Any, where: str, table: Mapping[str, Tiling], bad) -> TunedKernel:
     if not isinstance(kernel, dict):
         raise bad(where, "expected a mapping with 'template', 'ops' and 'targets'")
     unknown = sorted(set(map(str, kernel)) - set(_KERNEL_KEYS))
     if unknown:
         raise bad(where, f"unknown key {', '.join(unknown)} (known: {', '.join(_KERNEL_KEYS)})")
     template = kernel.get("template")
-    table = tilings()
     tunable = sorted(name for name, t in table.items() if t.candidates is not None)
     if template not in tunable:
         raise bad(where, f"template {template!r} is not a tunable template ({', '.join(tunable)})")
@@ -157,7 +161,6 @@ def _parse_kernel(kernel: Any, where: str, bad) -> TunedKernel:
 
 
 def _target_name(target: Any, where: str, bad) -> str:
-    from mlcc.emit.compile import TargetError, parse_target
     if not isinstance(target, str):
         raise bad(where, "a target is a name such as sm_90 or gfx942")
     try:
@@ -199,5 +202,35 @@ def _parse_entry(entry: Any, where: str, names: set[str], bad) -> TunedConfig:
 
 
 def write_tuning_db(db: TuningDb, path: str | Path) -> None:
-    from mlcc.atomic import write_file_atomic
     write_file_atomic(Path(path), db.to_yaml())
+
+
+def configure_targets(kernel: Kernel, targets: Sequence[Target], tuning: TuningDb | None = None) -> None:
+    """Fill kernel.targets with each target's config where it differs from kernel.gpu: the tuning
+    database's entry for (signature, target) if there is one, else the target's heuristic. The kernel's
+    lowering registered its template's tiling in TILINGS when it was imported, so no table is passed here."""
+    t = TILINGS.get(kernel.template)
+    if t is None:
+        return
+    for target in targets:
+        entry = tuning.lookup(kernel.signature, target) if tuning is not None else None
+        if entry is None:
+            config = t.heuristic(kernel.extra["problem"], target)
+        else:
+            config = _entry_config(kernel, target, tuning, entry)
+            kernel.tuned.append(target.name)
+        if config != kernel.gpu:
+            kernel.targets[target.name] = config
+
+
+def _entry_config(kernel: Kernel, target: Target, tuning: TuningDb, entry: TunedConfig) -> LaunchConfig:
+    """The config of kernel's tuning entry for target; InvalidInputError (65) naming the file and the
+    entry if the kernel cannot take it."""
+    template = tuning.kernels[kernel.signature].template
+    try:
+        if template != kernel.template:
+            raise ValueError(f"the entry is for a {template} kernel, this one is {kernel.template}")
+        return tuned_config(kernel, target, entry.constexprs, entry.num_warps, entry.num_stages)
+    except ValueError as e:
+        raise InvalidInputError(f"{tuning.entry_name(kernel.signature, target.name)}: {e}",
+                                file=tuning.path) from None

@@ -19,13 +19,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlcc.compiler import CompileOptions, lower_model
-from mlcc.emit.compile import parse_target
 from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.lower_module import tilings
+from mlcc.emit.target.targets import Target, TargetError, parse_target
+from mlcc.emit.target.tuning_db import TunedConfig, TuningDb, load_tuning_db, write_tuning_db
 from mlcc.emit.tiling import TILINGS, tunable, tuning_candidates
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
-from mlcc.tuning_db import TunedConfig, TuningDb, load_tuning_db, write_tuning_db
+from mlcc.runtime.bundle import _torch_dtype as torch_dtype_by_numpy_name
+from mlcc.runtime.cuda import import_jit
 
 WARMUP = 5
 L2_FLUSH_BYTES = 256 << 20   # more than any GPU's L2: every timed run starts with a cold cache
@@ -35,7 +38,8 @@ Log = Callable[[str], None]
 
 
 def device_target() -> str:
-    """This machine's GPU as a target name (sm_90, gfx942); UnsupportedError (69) without one."""
+    """This machine's GPU's target name (sm_90, gfx942), as the device reports it; UnsupportedError (69)
+    without one."""
     import torch
     if not torch.cuda.is_available():
         raise UnsupportedError("mlcc tune needs a CUDA device to time kernels on, and none is available")
@@ -45,15 +49,17 @@ def device_target() -> str:
     return f"sm_{major}{minor}"
 
 
-def _check_target(target: str | None, device: str) -> str:
+def _check_target(target: str | None, device: str) -> Target:
     """The target to tune for: the device's, or one it runs natively (sm_90a on an sm_90)."""
-    if target is None:
-        return device
-    want, have = parse_target(target), parse_target(device)
+    try:
+        have = parse_target(device)
+        want = have if target is None else parse_target(target)
+    except TargetError as e:
+        raise UnsupportedError(str(e)) from None
     if (want.backend, want.arch) != (have.backend, have.arch):
         raise UnsupportedError(f"cannot tune for {target} on this {device} GPU: timings only hold for the GPU "
                                f"they are taken on")
-    return want.name
+    return want
 
 
 def tune_model(model: Any, db_path: str | Path, options: CompileOptions, target: str | None = None,
@@ -61,9 +67,9 @@ def tune_model(model: Any, db_path: str | Path, options: CompileOptions, target:
     """Tune every tunable kernel of model for target (default: this GPU's) and merge the winners into the
     database at db_path (created if missing). Returns one record per kernel: its name, template, target,
     the heuristic's and the best median time in microseconds, and how many candidates were timed."""
-    target = _check_target(target, device_target())
-    db = load_tuning_db(db_path) if Path(db_path).exists() else TuningDb(str(db_path))
-    _, kernels, launches = lower_model(model, options, [target])
+    tuned = _check_target(target, device_target())
+    db = load_tuning_db(db_path, tilings()) if Path(db_path).exists() else TuningDb(str(db_path))
+    _, kernels, launches = lower_model(model, options, [tuned])
     results = []
     for name in sorted(kernels):
         kernel = kernels[name]
@@ -72,29 +78,29 @@ def tune_model(model: Any, db_path: str | Path, options: CompileOptions, target:
         insts = [inst for inst, kn in launches if kn == name]
         ops = sorted({o for inst in insts for o in inst.origin})
         if log:
-            log(f"tuning {name} ({kernel.template}, {', '.join(ops)}) for {target}")
-        timings = time_candidates(kernel, insts[0], target, repeat)
+            log(f"tuning {name} ({kernel.template}, {', '.join(ops)}) for {tuned.name}")
+        timings = time_candidates(kernel, insts[0], tuned, repeat)
         if not timings:
             if log:
                 log(f"  no candidate ran: {name} keeps its heuristic config")
             continue
         best_us, best = min(timings, key=lambda tc: tc[0])
         tiles = {n: best.constexprs[n] for n in TILINGS[kernel.template].tunable}
-        db.record(kernel.signature, kernel.template, ops, target,
+        db.record(kernel.signature, kernel.template, ops, tuned,
                   TunedConfig(tiles, best.num_warps, best.num_stages, best_us))
-        results.append({"kernel": name, "template": kernel.template, "target": target, "signature": kernel.signature,
+        results.append({"kernel": name, "template": kernel.template, "target": tuned.name,
+                        "signature": kernel.signature,
                         "heuristic_us": timings[0][0], "best_us": best_us, "candidates": len(timings),
                         "config": best.to_json()})
     write_tuning_db(db, db_path)
     return results
 
 
-def time_candidates(kernel: Kernel, inst: Instruction, target: str, repeat: int) -> list[tuple[float, LaunchConfig]]:
+def time_candidates(kernel: Kernel, inst: Instruction, target: Target,
+                    repeat: int) -> list[tuple[float, LaunchConfig]]:
     """(median microseconds, config) of every candidate that compiles, runs and agrees with the first one
     that does (the heuristic's, first in the list)."""
     import torch
-
-    from mlcc.runtime.cuda import import_jit
 
     torch.manual_seed(0)
     inputs = [random_tensor(op.shape) for op in inst.operands]
@@ -144,8 +150,7 @@ def median_us(launch: Callable[[], None], repeat: int, flush) -> float:
 
 
 def _torch_dtype(dtype: str):
-    from mlcc.runtime.bundle import _torch_dtype as by_numpy_name
-    return by_numpy_name(numpy_dtype(dtype).name)
+    return torch_dtype_by_numpy_name(numpy_dtype(dtype).name)
 
 
 def random_tensor(shape: Shape):

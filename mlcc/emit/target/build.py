@@ -7,14 +7,16 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import multiprocessing
 import os
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from mlcc.emit.compile import Binary, Target, compile_kernel
 from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.target.aot import Binary, compile_kernel
+from mlcc.emit.target.targets import Target
 
 CACHE_FORMAT = 1
 
@@ -32,7 +34,7 @@ def _triton_version() -> str:
 def cache_key(kernel: Kernel, target: Target) -> str:
     h = hashlib.sha256()
     payload = {"format": CACHE_FORMAT, "source": kernel.source, "name": kernel.name,
-               "arg_types": kernel.arg_types, "config": kernel.config_for(target.name).to_json(),
+               "arg_types": kernel.arg_types, "config": kernel.config_for(target).to_json(),
                "target": target.name, "triton": _triton_version()}
     h.update(json.dumps(payload, sort_keys=True).encode())
     return h.hexdigest()
@@ -97,9 +99,9 @@ def build_binaries(kernels: Sequence[Kernel], targets: Sequence[Target], *, jobs
         progress(done, total)
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(todo) > 2:
-        ctx = __import__("multiprocessing").get_context("spawn")
+        ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
-            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t.name).to_json(), t):
+            futures = {pool.submit(_compile_job, k.source, k.name, k.arg_types, k.config_for(t).to_json(), t):
                        (k, t, key) for k, t, key in todo}
             for fut in concurrent.futures.as_completed(futures):
                 k, t, key = futures[fut]
