@@ -65,7 +65,8 @@ _FLOAT_UNARY = {
     "logistic": _logistic, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
     "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "reciprocal": lambda x: 1 / x,
-    "softplus": lambda x: np.logaddexp(0, x), "atan2": np.arctan2,
+    "softplus": lambda x: np.logaddexp(0, x), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+    "atan2": np.arctan2,
 }
 _NUMERIC = {
     "abs": np.abs, "negate": np.negative, "sign": np.sign, "subtract": np.subtract,

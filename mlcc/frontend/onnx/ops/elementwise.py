@@ -256,7 +256,7 @@ def import_softsign(b: Builder, node: OnnxNode) -> list[Result]:
 @onnx_op("Mish", since=18)
 def import_mish(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
-    return [b.op("multiply", [x, b.op("tanh", [b.op("softplus", [x])])])]
+    return [b.op("mish", [x])]
 
 
 @onnx_op("Gelu", since=20)
