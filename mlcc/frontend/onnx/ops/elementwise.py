@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import reduce
 
 from mlcc.frontend.onnx.ops.helpers import broadcast_inputs, full, require_float, scalar, scalar_op, uniform_value
@@ -228,6 +229,16 @@ def import_thresholded_relu(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     keep = scalar_op(b, "compare", x, node.attr("alpha", 1.0), direction="GT")
     return [b.op("select", [keep, x, full(b, 0, x.shape.dtype, x.shape.dims)])]
+
+
+@onnx_op("Binarizer", since=1, domain="ai.onnx.ml")
+def import_binarizer(b: Builder, node: OnnxNode) -> list[Result]:
+    """1 where x > threshold, else 0, in x's type (an integer x is above t when it is above floor(t))."""
+    x = node.input(0)
+    threshold = node.attr("threshold", 0.0)
+    if not is_float(x.shape.dtype):
+        threshold = math.floor(threshold)
+    return [b.convert(scalar_op(b, "compare", x, threshold, direction="GT"), x.shape.dtype)]
 
 
 def _hard_sigmoid(b: Builder, x: Instruction, alpha: float, beta: float) -> Instruction:
