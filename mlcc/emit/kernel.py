@@ -24,6 +24,7 @@ import jinja2
 from mlcc.emit.target.targets import Target
 from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
 
 
@@ -150,18 +151,8 @@ def render(template: str, **context: Any) -> str:
 # ---- the lowering table ----------------------------------------------------
 
 Lowering = Callable[[Instruction, str], Kernel]
-LOWERINGS: dict[str, Lowering] = {}
-
-
-def lowering(*opcodes: str) -> Callable[[Lowering], Lowering]:
-    """Register a lowering for opcodes (fusions register as ``fusion:<kind>``)."""
-    def register(fn: Lowering) -> Lowering:
-        for op in opcodes:
-            if op in LOWERINGS:
-                raise ValueError(f"two lowerings for {op}")
-            LOWERINGS[op] = fn
-        return fn
-    return register
+LOWERINGS: RuleTable[Lowering] = RuleTable("lowering", keys="any")
+lowering = LOWERINGS.register  # register a lowering for opcodes (fusions register as ``fusion:<kind>``)
 
 
 def lowering_key(inst: Instruction) -> str:
