@@ -94,7 +94,7 @@ def time_candidates(kernel: Kernel, inst: Instruction, target: str, repeat: int)
     that does (the heuristic's, first in the list)."""
     import torch
 
-    from mlcc.runtime.cuda import import_jit
+    from mlcc.bundle.kernels import import_jit
 
     torch.manual_seed(0)
     inputs = [random_tensor(op.shape) for op in inst.operands]
@@ -144,7 +144,7 @@ def median_us(launch: Callable[[], None], repeat: int, flush) -> float:
 
 
 def _torch_dtype(dtype: str):
-    from mlcc.runtime.bundle import _torch_dtype as by_numpy_name
+    from mlcc.bundle.dtypes import torch_dtype as by_numpy_name
     return by_numpy_name(numpy_dtype(dtype).name)
 
 

@@ -44,6 +44,7 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.hlo import symbolic
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.symbolic import NAME
@@ -594,16 +595,10 @@ def _iota(inst: Instruction, ops: list) -> np.ndarray:
 
 # ---------------------------------------------------------------- data movement
 
-def _to_physical(x: np.ndarray, layout: Sequence[int]) -> np.ndarray:
-    """Same as mlcc.runtime.physical.to_physical (mlcc.hlo does not import the runtime)."""
-    return np.ascontiguousarray(np.transpose(x, tuple(reversed(tuple(layout))))) if x.ndim else x
-
-
-def _from_physical(flat: np.ndarray, dims: Sequence[int], layout: Sequence[int]) -> np.ndarray:
-    order = tuple(reversed(tuple(layout)))
-    if not dims:
-        return flat.reshape(())
-    return np.transpose(flat.reshape([dims[d] for d in order]), np.argsort(order))
+# A bitcast reads its operand's bytes under another layout: the bundle format's conversion (mlcc/bundle/layout.py),
+# the one the runtime and the weights file use.
+_to_physical = to_physical
+_from_physical = from_physical
 
 
 @rule("bitcast")

@@ -17,30 +17,17 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.runtime.physical import from_physical, to_physical
-from mlcc.runtime.sizes import SizeError, eval_size
+from mlcc.bundle.dtypes import numpy_dtype, torch_dtype
+from mlcc.bundle.errors import BundleError
+from mlcc.bundle.layout import align, from_physical, to_physical
+from mlcc.bundle.memory import BudgetError, footprint, parse_budget
+from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
+from mlcc.bundle.sizes import SizeError, eval_size
+from mlcc.runtime.cuda import load_binary, load_source
+from mlcc.runtime.interpreter import load_kernel
+from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming
 
-# 2: a binary may need the grid of its own config; 3: symbolic sizes (mlcc/emit/bundle.py)
-SUPPORTED_SCHEMAS = (1, 2, 3)
-
-
-class BundleError(Exception):
-    """A bundle that cannot be loaded, or inputs that do not fit it. exit code 65 in the CLI."""
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-def _torch_dtype(name: str):
-    import torch
-    return {"bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
-            "int64": torch.int64, "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
-            "uint64": torch.uint64, "float16": torch.float16, "bfloat16": torch.bfloat16,
-            "float32": torch.float32, "float64": torch.float64}[name]
+__all__ = ["BundleError", "Executable", "load"]
 
 
 def _as_bytes_tensor(arr: np.ndarray, device: str):
@@ -54,8 +41,8 @@ def _typed(raw, numpy_dtype: str):
     empty array stride 0, and .view() of it as a wider dtype raises 'self.stride(-1) must be 1'."""
     import torch
     if raw.numel() == 0:
-        return torch.empty(0, dtype=_torch_dtype(numpy_dtype), device=raw.device)
-    return raw.view(_torch_dtype(numpy_dtype))
+        return torch.empty(0, dtype=torch_dtype(numpy_dtype), device=raw.device)
+    return raw.view(torch_dtype(numpy_dtype))
 
 
 def _to_numpy(t, numpy_dtype: np.dtype) -> np.ndarray:
@@ -106,14 +93,13 @@ class Executable:
         """Resident weights packed on the device, the rest in (pinned) host memory, streamed per intent.json."""
         import torch
 
-        from mlcc.runtime.streaming import StreamingError, WeightStreamer, align, parse_budget, plan_streaming
         m = self.manifest
         try:
             intent = json.loads((self.path / "intent.json").read_text())
-            plan = plan_streaming(m, intent, parse_budget(hbm_budget, m))
+            plan = plan_streaming(m, intent, parse_budget(hbm_budget, footprint(m)))
         except FileNotFoundError:
             raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
-        except StreamingError as e:
+        except (StreamingError, BudgetError) as e:
             raise BundleError(f"{self.path}: {e}") from None
         host = torch.from_numpy(np.fromfile(weights_path, dtype=np.uint8))
         if self.device.startswith("cuda"):
@@ -150,13 +136,10 @@ class Executable:
         k = self._kernels[name]
         source = self.path / k["source"]
         if self.device == "cpu":
-            from mlcc.runtime.interpreter import load_kernel
             fn = load_kernel(source, name)
         elif self._arch in k["binaries"]:
-            from mlcc.runtime.cuda import load_binary
             fn = load_binary(self.path, k, self._arch)
         else:
-            from mlcc.runtime.cuda import load_source
             fn = load_source(source, name)
         self._fns[name] = fn
         return fn
@@ -200,7 +183,7 @@ class Executable:
         out = {}
         for name, s in spec.items():
             arr = np.asarray(inputs[name])
-            want = _numpy_dtype(s["numpy_dtype"])
+            want = numpy_dtype(s["numpy_dtype"])
             if arr.dtype != want:
                 if not np.can_cast(arr.dtype, want, casting="same_kind"):
                     raise BundleError(f"input '{name}': dtype {arr.dtype}, the bundle expects {want}")
@@ -221,7 +204,7 @@ class Executable:
         out_dims = {s["name"]: [eval_size(d, env) for d in s["shape"]] for s in self.manifest["outputs"]}
         for s in self.manifest["outputs"]:
             n = int(np.prod(out_dims[s["name"]], dtype=np.int64))
-            buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)
+            buffers[s["buffer"]] = torch.empty(n, dtype=torch_dtype(s["numpy_dtype"]), device=self.device)
         cpu = self.device == "cpu"
         for step, launch in enumerate(self.manifest["schedule"]):
             k = self._kernels[launch["kernel"]]
@@ -240,7 +223,7 @@ class Executable:
             torch.cuda.synchronize(self.device)
         result = {}
         for s in self.manifest["outputs"]:
-            flat = _to_numpy(buffers[s["buffer"]], _numpy_dtype(s["numpy_dtype"]))
+            flat = _to_numpy(buffers[s["buffer"]], numpy_dtype(s["numpy_dtype"]))
             # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
             result[s["name"]] = np.array(from_physical(flat, out_dims[s["name"]], s["layout"]), order="C")
         return result

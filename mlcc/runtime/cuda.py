@@ -9,22 +9,10 @@ Triton for a device whose architecture the bundle was not built for.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-
-def import_jit(source: Path, name: str) -> Any:
-    """The @triton.jit function `name` of a kernel source file."""
-    mod_name = f"mlcc_cuda_kernel_{abs(hash(str(source.resolve())))}_{name}"
-    spec = importlib.util.spec_from_file_location(mod_name, source)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load kernel source {source}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return getattr(module, name)
+from mlcc.bundle.kernels import import_jit
 
 
 def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
@@ -32,7 +20,7 @@ def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
     from triton.compiler.compiler import CompiledKernel
 
     entry = kernel["binaries"][arch]
-    jit_fn = import_jit(bundle / kernel["source"], kernel["name"])
+    jit_fn = import_jit(bundle / kernel["source"], kernel["name"], prefix="mlcc_cuda_kernel")
     constexprs = entry.get("config", kernel["gpu"])["constexprs"]   # what this binary was compiled with
     runtime = [a for a in jit_fn.arg_names if a not in constexprs]
     signature = dict(zip(runtime, kernel["arg_types"]))
@@ -51,7 +39,7 @@ def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
 
 
 def load_source(source: Path, name: str) -> Callable:
-    jit_fn = import_jit(source, name)
+    jit_fn = import_jit(source, name, prefix="mlcc_cuda_kernel")
 
     def run(grid: tuple, args: list, kernel: dict) -> None:
         cfg = kernel["gpu"]
