@@ -127,32 +127,34 @@ class KernelEntry:
 
 @dataclass
 class Launch:
-    """One step of the schedule: a kernel launched on buffers (operands, then results) and symbol values."""
+    """One step of the schedule: a kernel launched on buffers (operands, then results) and symbol values.
+    The step's instruction, source ops, flops and bytes are informational: left out when None."""
     step: int
     kernel: str
-    instruction: str
     args: list[str]
     grid: list[Size]
     interpreter_grid: list[Size]
-    ops: list[str]
-    flops: int
-    bytes_read: int
-    bytes_written: int
     scalars: list[str] = field(default_factory=list)  # left out when empty
+    instruction: Optional[str] = None
+    ops: Optional[list[str]] = None
+    flops: Optional[int] = None
+    bytes_read: Optional[int] = None
+    bytes_written: Optional[int] = None
+
+    _INFO = ("instruction", "ops", "flops", "bytes_read", "bytes_written")
 
     def to_json(self) -> Json:
-        d: Json = {"step": self.step, "kernel": self.kernel, "instruction": self.instruction, "args": list(self.args),
-                   "grid": list(self.grid), "interpreter_grid": list(self.interpreter_grid), "ops": list(self.ops),
-                   "flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written}
+        d: Json = {"step": self.step, "kernel": self.kernel, "args": list(self.args), "grid": list(self.grid),
+                   "interpreter_grid": list(self.interpreter_grid)}
         if self.scalars:
             d["scalars"] = list(self.scalars)
+        d.update({k: getattr(self, k) for k in self._INFO if getattr(self, k) is not None})
         return d
 
     @staticmethod
     def from_json(d: Json) -> "Launch":
-        return Launch(d["step"], d["kernel"], d["instruction"], list(d["args"]), list(d["grid"]),
-                      list(d["interpreter_grid"]), list(d["ops"]), d["flops"], d["bytes_read"], d["bytes_written"],
-                      list(d.get("scalars", [])))
+        return Launch(d["step"], d["kernel"], list(d["args"]), list(d["grid"]), list(d["interpreter_grid"]),
+                      list(d.get("scalars", [])), **{k: d[k] for k in Launch._INFO if k in d})
 
 
 @dataclass

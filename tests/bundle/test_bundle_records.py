@@ -63,9 +63,13 @@ def test_symbolic_bundle_records_hold_expressions_and_scalars(bundles):
 
 def test_optional_keys_are_left_out_when_absent():
     config = LaunchConfig({"BLOCK": 64}, [4, 1, 1])
-    launch = Launch(0, "k", "add.1", ["a", "b"], [1, 1, 1], [1, 1, 1], [], 0, 8, 4)
-    assert "scalars" not in launch.to_json()
+    launch = Launch(0, "k", ["a", "b"], [1, 1, 1], [1, 1, 1], instruction="add.1", ops=[], flops=0, bytes_read=8,
+                    bytes_written=4)
+    assert "scalars" not in launch.to_json() and launch.to_json()["ops"] == []
     assert Launch.from_json(launch.to_json()) == launch
+    bare = {"step": 0, "kernel": "k", "args": ["a"], "grid": ["max(1, cdiv(n, 64))", 1, 1], "interpreter_grid": [1, 1, 1],
+            "scalars": ["n"]}  # what the schema requires, and scalars
+    assert Launch.from_json(bare).to_json() == bare
     old = Binary("kernels/k.sm_80.cubin", "kernels/k.sm_80.json", 0, 4, 2, "k")  # an older bundle: no config
     assert set(old.to_json()) == {"path", "metadata", "shared", "num_warps", "num_stages", "function"}
     assert Binary.from_json(old.to_json()) == old

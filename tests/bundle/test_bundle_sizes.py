@@ -3,6 +3,7 @@ runtime and by the compiler's evaluator alike."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mlcc.bundle.sizes import SizeError, call, eval_size, programs, size_symbols
@@ -20,6 +21,7 @@ def test_printed_grids_evaluate_to_the_static_count():
 def test_evaluate_every_form_of_the_grammar():
     env = {"seq": 10, "past": 3}
     assert eval_size(7, {}) == 7
+    assert eval_size(np.int64(7), {}) == 7
     assert eval_size("past+seq", env) == 13
     assert eval_size("seq*seq-1", env) == 99
     assert eval_size("-seq+20", env) == 10
@@ -28,7 +30,14 @@ def test_evaluate_every_form_of_the_grammar():
     assert eval_size(call("cdiv", "seq", 4), env) == 3
 
 
-@pytest.mark.parametrize("text", ["__import__('os')", "seq.real", "seq**2", "seq/2", "True", "seq if 1 else 2", ""])
+def test_any_identifier_is_a_symbol_and_a_function_name_only_before_a_parenthesis():
+    assert eval_size("in+None*2", {"in": 1, "None": 3}) == 7
+    assert eval_size("max(max, 2)", {"max": 5}) == 5
+    assert eval_size("  007 * seq ", {"seq": 2}) == 14
+
+
+@pytest.mark.parametrize("text", ["__import__('os')", "seq.real", "seq**2", "seq/2", "seq if 1 else 2", "",
+                                  "cdiv(seq)", "max()", "(seq", "seq)", "seq 2", "1e3"])
 def test_anything_but_a_size_is_refused(text):
     with pytest.raises(SizeError):
         eval_size(text, {"seq": 4})

@@ -176,8 +176,8 @@ def write_kernel(out: Path, k: Kernel, launches: list[tuple[Instruction, str]],
 def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan) -> Launch:
     args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
     read, written = kernel_bytes(inst)
-    return Launch(step, k.name, inst.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(inst.origin),
-                  k.flops, read, written, list(k.scalars))
+    return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
+                  list(inst.origin), k.flops, read, written)
 
 
 def memory_plan(plan: BufferPlan) -> MemoryPlan:
