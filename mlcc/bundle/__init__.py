@@ -19,13 +19,13 @@ from mlcc.bundle.intent import Intent, IntentBuffer, Prefetch
 from mlcc.bundle.layout import ALIGNMENT, align, from_physical, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary, BufferInfo, IoTensor, KernelEntry, Launch, LaunchConfig,
                                   Manifest, MemoryPlan, TensorSpec, Weights, WeightTensor)
-from mlcc.bundle.memory import BudgetError, footprint, intent_footprint, parse_budget
+from mlcc.bundle.memory import BudgetSpecError, footprint, intent_footprint, parse_budget
 from mlcc.bundle.schemas import (INTENT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SUPPORTED_SCHEMAS,
                                  SYMBOLIC_SCHEMA_VERSION, dumps, load_schema, validate)
 from mlcc.bundle.sizes import SizeError, eval_size
 
 __all__ = ["ALIGNMENT", "INTENT_SCHEMA_VERSION", "OWN_GRID_SCHEMA_VERSION", "SCHEMA_VERSION", "SUPPORTED_SCHEMAS",
-           "SYMBOLIC_SCHEMA_VERSION", "ArenaBuffer", "Binary", "BudgetError", "BufferInfo", "BundleError", "Intent",
+           "SYMBOLIC_SCHEMA_VERSION", "ArenaBuffer", "Binary", "BudgetSpecError", "BufferInfo", "BundleError", "Intent",
            "IntentBuffer", "IoTensor", "KernelEntry", "Launch", "LaunchConfig", "Manifest", "MemoryPlan", "Prefetch",
            "SizeError", "TensorSpec", "WeightTensor", "Weights", "align", "bundle_digest", "dumps", "eval_size",
            "file_sha256", "footprint", "from_physical", "intent_footprint", "load_schema", "numpy_dtype",

@@ -15,7 +15,7 @@ from mlcc.bundle.layout import align
 from mlcc.bundle.sizes import eval_size
 
 
-class BudgetError(ValueError):
+class BudgetSpecError(ValueError):
     """A memory budget that is neither bytes nor a percentage."""
 
 
@@ -60,4 +60,4 @@ def parse_budget(spec: int | str, total: int) -> int:
             return int(total * float(text[:-1]) / 100)
         return int(float(text))
     except ValueError:
-        raise BudgetError(f"bad memory budget {spec!r} (bytes, or a percentage such as 50%)") from None
+        raise BudgetSpecError(f"bad memory budget {spec!r} (bytes, or a percentage such as 50%)") from None

@@ -22,7 +22,7 @@ from mlcc.bundle.dtypes import numpy_dtype, torch_dtype
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.layout import align, from_physical, to_physical
 from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
-from mlcc.bundle.memory import BudgetError, footprint, parse_budget
+from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
 from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
 from mlcc.bundle.sizes import SizeError, eval_size
 from mlcc.runtime.cuda import load_binary, load_source
@@ -112,7 +112,7 @@ class Executable:
             plan = plan_streaming(m, intent, parse_budget(hbm_budget, footprint(m)))
         except FileNotFoundError:
             raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
-        except (StreamingError, BudgetError) as e:
+        except (StreamingError, BudgetSpecError) as e:
             raise BundleError(f"{self.path}: {e}") from None
         host = torch.from_numpy(np.fromfile(weights_path, dtype=np.uint8))
         if self.device.startswith("cuda"):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mlcc.bundle.layout import ALIGNMENT, align, from_physical, to_physical
-from mlcc.bundle.memory import BudgetError, fixed_bytes, footprint, intent_footprint, parse_budget
+from mlcc.bundle.memory import BudgetSpecError, fixed_bytes, footprint, intent_footprint, parse_budget
 
 
 def _manifest() -> dict:
@@ -42,7 +42,7 @@ def test_budgets_are_bytes_or_a_percentage(spec, want):
 
 @pytest.mark.parametrize("spec", ["lots", "50 %%", "%"])
 def test_a_bad_budget_is_named(spec):
-    with pytest.raises(BudgetError, match="bad memory budget"):
+    with pytest.raises(BudgetSpecError, match="bad memory budget"):
         parse_budget(spec, 1000)
 
 

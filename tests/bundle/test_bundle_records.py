@@ -11,8 +11,9 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import mlcc
-from mlcc.bundle import (SUPPORTED_SCHEMAS, Binary, Intent, KernelEntry, Launch, LaunchConfig, Manifest, TensorSpec,
-                         bundle_digest, dumps, validate)
+from mlcc.errors import BundleError
+from mlcc.bundle import (INTENT_SCHEMA_VERSION, SUPPORTED_SCHEMAS, Binary, Intent, KernelEntry, Launch, LaunchConfig,
+                         Manifest, TensorSpec, bundle_digest, dumps, load_schema, validate)
 from mlcc_test_paths import EXAMPLES
 
 
@@ -67,8 +68,8 @@ def test_optional_keys_are_left_out_when_absent():
                     bytes_written=4)
     assert "scalars" not in launch.to_json() and launch.to_json()["ops"] == []
     assert Launch.from_json(launch.to_json()) == launch
-    bare = {"step": 0, "kernel": "k", "args": ["a"], "grid": ["max(1, cdiv(n, 64))", 1, 1], "interpreter_grid": [1, 1, 1],
-            "scalars": ["n"]}  # what the schema requires, and scalars
+    bare = {"step": 0, "kernel": "k", "args": ["a"], "grid": ["max(1, cdiv(n, 64))", 1, 1],
+            "interpreter_grid": [1, 1, 1], "scalars": ["n"]}  # what the schema requires, and scalars
     assert Launch.from_json(bare).to_json() == bare
     old = Binary("kernels/k.sm_80.cubin", "kernels/k.sm_80.json", 0, 4, 2, "k")  # an older bundle: no config
     assert set(old.to_json()) == {"path", "metadata", "shared", "num_warps", "num_stages", "function"}
@@ -77,8 +78,25 @@ def test_optional_keys_are_left_out_when_absent():
     assert "signature" not in entry.to_json() and KernelEntry.from_json(entry.to_json()) == entry
 
 
+def test_the_schema_allows_exactly_the_versions_the_runtime_reads():
+    assert load_schema("manifest")["properties"]["schema_version"]["enum"] == list(SUPPORTED_SCHEMAS)
+    assert load_schema("intent")["properties"]["schema_version"]["const"] == INTENT_SCHEMA_VERSION
+
+
 def test_a_manifest_that_breaks_its_schema_is_refused(bundles):
     doc = json.loads((bundles["static"] / "manifest.json").read_text())
     doc["schema_version"] = 9
     with pytest.raises(mlcc.MlccError, match="manifest.json does not follow its schema at 'schema_version'"):
         validate("manifest", doc)
+
+
+def test_a_manifest_missing_what_the_format_requires_is_a_bundle_error(bundles, tmp_path):
+    doc = json.loads((bundles["static"] / "manifest.json").read_text())
+    del doc["schedule"][0]["args"]
+    (tmp_path / "manifest.json").write_text(dumps(doc))
+    with pytest.raises(BundleError, match="manifest.json: not a bundle manifest .KeyError: 'args'"):
+        mlcc.load(tmp_path)
+    doc["schema_version"] = 4
+    (tmp_path / "manifest.json").write_text(dumps(doc))
+    with pytest.raises(BundleError, match="bundle schema 4 is not supported"):
+        mlcc.load(tmp_path)
