@@ -13,7 +13,7 @@ from onnx import helper as h
 import mlcc
 from mlcc.errors import BundleError
 from mlcc.bundle import (INTENT_SCHEMA_VERSION, SUPPORTED_SCHEMAS, Binary, Intent, KernelEntry, Launch, LaunchConfig,
-                         Manifest, TensorSpec, bundle_digest, dumps, load_schema, validate)
+                         Manifest, TensorSpec, bundle_digest, dumps, eval_size, load_schema, validate)
 from mlcc_test_paths import EXAMPLES
 
 
@@ -100,3 +100,15 @@ def test_a_manifest_missing_what_the_format_requires_is_a_bundle_error(bundles, 
     (tmp_path / "manifest.json").write_text(dumps(doc))
     with pytest.raises(BundleError, match="bundle schema 4 is not supported"):
         mlcc.load(tmp_path)
+
+
+def test_a_gpu_launch_uses_its_binarys_own_grid(bundles):
+    """What the CUDA path launches with, read from the records (checked without a GPU: the grid only)."""
+    exe = mlcc.load(bundles["symbolic"])
+    launch = exe.records.schedule[0]
+    kernel = exe._kernels[launch.kernel]
+    env = {"n": 200}
+    exe._arch = "sm_80"
+    assert exe._grid(kernel, launch, env) == tuple(eval_size(g, env) for g in kernel.binaries["sm_80"].config.grid)
+    exe._arch = "gfx942"  # no binary for it: the schedule's grid
+    assert exe._grid(kernel, launch, env) == tuple(eval_size(g, env) for g in launch.grid)
