@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
-from mlcc.hashing import file_sha256
+from mlcc.bundle.digest import file_sha256
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.version import __version__
 
@@ -152,7 +152,7 @@ def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
         return None
     if manifest.get("build", {}).get("key") != key:
         return None
-    from mlcc.emit.bundle import bundle_digest
+    from mlcc.bundle.digest import bundle_digest
     if manifest.get("bundle_sha256") != bundle_digest(out_dir):
         return None  # the bundle was edited or damaged since: rebuild
     return manifest
@@ -298,7 +298,7 @@ def lower_model(model: Any, options: CompileOptions,
 def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
     from mlcc.atomic import staged_directory
     from mlcc.emit.target.build import build_binaries, default_cache_dir
-    from mlcc.emit.bundle import write_bundle
+    from mlcc.emit.writer import write_bundle
     from mlcc.hlo.passes.pass_manager import PipelineOptions
 
     report = progress or (lambda stage, done, total: None)

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError
-from mlcc.runtime.sizes import eval_size
+from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
     "float64": (1e-3, 1e-7), "float32": (1e-3, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5),

@@ -21,7 +21,7 @@ from mlcc.hlo.ir import Shape
 from mlcc.hlo.opcodes import OPCODES
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
-from mlcc.runtime.physical import from_physical, to_physical
+from mlcc.bundle.layout import from_physical, to_physical
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 

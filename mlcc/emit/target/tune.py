@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from mlcc.bundle.dtypes import torch_dtype as torch_dtype_by_numpy_name
+from mlcc.bundle.kernels import import_jit
 from mlcc.compiler import CompileOptions, lower_model
 from mlcc.emit.kernel import Kernel, LaunchConfig
 from mlcc.emit.lower_module import tilings
@@ -27,8 +29,6 @@ from mlcc.emit.tiling import TILINGS, tunable, tuning_candidates
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
-from mlcc.runtime.bundle import _torch_dtype as torch_dtype_by_numpy_name
-from mlcc.runtime.cuda import import_jit
 
 WARMUP = 5
 L2_FLUSH_BYTES = 256 << 20   # more than any GPU's L2: every timed run starts with a cold cache

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.symbolic import NAME
 from mlcc.hlo.ir import Instruction
@@ -95,26 +96,14 @@ def _iota(inst: Instruction, ops: list) -> np.ndarray:
 
 # ---------------------------------------------------------------- data movement
 
-def _to_physical(x: np.ndarray, layout: Sequence[int]) -> np.ndarray:
-    """Same as mlcc.runtime.physical.to_physical (mlcc.hlo does not import the runtime)."""
-    return np.ascontiguousarray(np.transpose(x, tuple(reversed(tuple(layout))))) if x.ndim else x
-
-
-def _from_physical(flat: np.ndarray, dims: Sequence[int], layout: Sequence[int]) -> np.ndarray:
-    order = tuple(reversed(tuple(layout)))
-    if not dims:
-        return flat.reshape(())
-    return np.transpose(flat.reshape([dims[d] for d in order]), np.argsort(order))
-
-
 @rule("bitcast")
 def _bitcast(inst: Instruction, ops: list) -> np.ndarray:
     (x,) = ops
     dims = _static_dims(inst)
     if x.size != math.prod(dims):
         _fail(inst, f"{x.size} elements cannot be read as dims {list(dims)}")
-    flat = _to_physical(x, inst.operands[0].shape.layout).reshape(-1)
-    return _from_physical(flat, dims, inst.shape.layout)
+    flat = to_physical(x, inst.operands[0].shape.layout).reshape(-1)
+    return from_physical(flat, dims, inst.shape.layout)
 
 
 @rule("broadcast")

@@ -18,13 +18,12 @@ All costs assume a device model (mlcc/emit/target/targets.py). Steps index the m
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from mlcc.bundle.intent import PERSISTENT, Intent, IntentBuffer, Prefetch
 from mlcc.emit.target.targets import DeviceModel
 from mlcc.hlo.buffer_assignment import Buffer, BufferPlan
 from mlcc.hlo.ir import Instruction
 
-PERSISTENT = ("WEIGHT", "CONSTANT", "KV_CACHE")
 _LAYER = re.compile(r"(?:^|[/._])(?:h|layer|layers|block|blocks|blk)[._]?(\d+)(?=$|[/._])")
 
 
@@ -58,7 +57,7 @@ def _reuse_horizon(b: Buffer, steps: int, persistent: bool) -> int | None:
 
 def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flops: dict[str, int],
                  device: DeviceModel, names: dict[str, list[str]] | None = None,
-                 kv_cache: dict[str, list[int]] | None = None) -> dict[str, Any]:
+                 kv_cache: dict[str, list[int]] | None = None) -> Intent:
     """names: buffer -> the source names it relates to (for layer ranges); kv_cache: buffer -> token range."""
     names = names or {}
     kv_cache = kv_cache or {}
@@ -96,25 +95,17 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
         elif persistent and horizon is not None and _hidden(b, seconds, device):
             tier = "HOST"
         layers = layer_of(names.get(b.name, []))
-        entry = {
-            "name": b.name, "tensor_class": cls, "bytes": b.bytes, "dtype": b.shape.dtype,
-            "shape": list(b.shape.dims), "layout": list(b.shape.layout),
-            "producer": producer.get(b.name), "consumers": consumers.get(b.name, []),
-            "first_step": b.first_step, "last_step": b.last_step, "uses": sorted(set(b.uses)),
-            "reuse_horizon": horizon, "eviction_cost": round(cost, 6),
-            "tier_preference": tier, "fallback_policy": policy,
-            "layer_range": [min(layers), max(layers)] if layers else None,
-            "token_range": kv_cache.get(b.name),
-        }
-        entries.append(entry)
-    return {
-        "schema_version": 1,
-        "device_model": device.to_json(),
-        "steps": n_steps,
-        "step_seconds": [float(f"{s:.9g}") for s in seconds],
-        "buffers": entries,
-        "prefetch": prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)),
-    }
+        entries.append(IntentBuffer(
+            name=b.name, tensor_class=cls, bytes=b.bytes, dtype=b.shape.dtype,
+            shape=list(b.shape.dims), layout=list(b.shape.layout),
+            producer=producer.get(b.name), consumers=consumers.get(b.name, []),
+            first_step=b.first_step, last_step=b.last_step, uses=sorted(set(b.uses)),
+            reuse_horizon=horizon, eviction_cost=round(cost, 6),
+            tier_preference=tier, fallback_policy=policy,
+            layer_range=[min(layers), max(layers)] if layers else None,
+            token_range=kv_cache.get(b.name)))
+    return Intent(device_model=device.to_json(), steps=n_steps, step_seconds=[float(f"{s:.9g}") for s in seconds],
+                  buffers=entries, prefetch=prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)))
 
 
 def _hidden(b: Buffer, seconds: list[float], device: DeviceModel) -> bool:
@@ -129,7 +120,7 @@ def _hidden(b: Buffer, seconds: list[float], device: DeviceModel) -> bool:
 
 
 def prefetch_plan(plan: BufferPlan, seconds: list[float], device: DeviceModel,
-                  kv_cache: dict[str, list[int]], produced: set[str] = frozenset()) -> list[dict[str, Any]]:
+                  kv_cache: dict[str, list[int]], produced: set[str] = frozenset()) -> list[Prefetch]:
     """For each use of a persistent buffer that no kernel produces (weights, the past KV cache), the
     latest step at which to start fetching it so that the transfer completes before the use."""
     n = len(seconds)
@@ -158,4 +149,4 @@ def prefetch_plan(plan: BufferPlan, seconds: list[float], device: DeviceModel,
                 break
         if hidden or (len(uses) == 1 and s == prev):
             starts.setdefault(s if hidden else (prev + 1) % n, []).append(name)
-    return [{"step": s, "buffers": sorted(set(v))} for s, v in sorted(starts.items())]
+    return [Prefetch(s, sorted(set(v))) for s, v in sorted(starts.items())]

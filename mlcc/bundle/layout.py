@@ -1,10 +1,18 @@
-"""Logical arrays to and from the bytes of a layout (minor-to-major order)."""
+"""Bytes in a bundle: the alignment of every buffer and weight, and logical arrays to and from the bytes
+of a layout (minor-to-major order), as weights.bin, the arena and the kernels' arguments hold them."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
+
+ALIGNMENT = 256  # bytes: weights.bin offsets, arena offsets, device staging slots
+
+
+def align(n: int, alignment: int = ALIGNMENT) -> int:
+    """n rounded up to a multiple of alignment."""
+    return -(-n // alignment) * alignment
 
 
 def major_to_minor(layout: Sequence[int]) -> tuple[int, ...]:
