@@ -194,10 +194,10 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
             if o.name in plan.value_buffer and inst.opcode != "tuple":
                 names.setdefault(plan.value_buffer[o.name], []).extend(inst.origin)
     kv_cache: dict[str, list[int]] = {}
-    for param_buffer, info in module.stats.get("kv_cache", {}).items():
-        kv_cache[param_buffer] = info["token_range"]
-        present = entry.root.operands[info["output_index"]]
-        kv_cache[plan.value_buffer[present.name]] = info["present_tokens"]
+    for param_buffer, info in module.analyses.kv_cache.items():
+        kv_cache[param_buffer] = info.token_range
+        present = entry.root.operands[info.output_index]
+        kv_cache[plan.value_buffer[present.name]] = info.present_tokens
     intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device, names, kv_cache)
     validate("intent", intent)
     (out / "intent.json").write_text(dumps(intent))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
@@ -210,7 +211,8 @@ class Fusion(Pass):
 
     def _run(self, module: Module) -> bool:
         comp = module.entry
-        module.stats.setdefault("unfused", unfused_stats(module))  # the compiler records it right after import
+        if module.analyses.unfused is None:  # the compiler records it right after import
+            module.analyses.unfused = unfused_stats(module)
         self.explanations = []
         groups = self._form_groups(comp)
         changed = False
@@ -219,7 +221,7 @@ class Fusion(Pass):
             if len(g.members) > 1 and g.root.parent is comp:
                 self._materialize(module, comp, g)
                 changed = True
-        module.stats["fusion_explanations"] = list(self.explanations)
+        module.analyses.fusion_explanations = list(self.explanations)
         return changed
 
     # ---- grouping
@@ -410,7 +412,7 @@ def _unique_comp_name(module: Module, hint: str) -> str:
     return name
 
 
-def unfused_stats(module: Module) -> dict[str, int]:
+def unfused_stats(module: Module) -> UnfusedBaseline:
     """The graph as its source ran it, one kernel per source op: launches, and modeled global-memory
     bytes (each op reads its inputs once and writes its outputs once). Instructions are grouped by the
     source node they came from (their first origin), so an op the importer expanded into several
@@ -435,4 +437,4 @@ def unfused_stats(module: Module) -> dict[str, int]:
                 nbytes += operand_read_bytes(inst, i)
         if id(inst) in root_values or any(node_of.get(id(u)) != node for u in inst.users if u.opcode != "tuple"):
             nbytes += _bytes(inst)
-    return {"launches": len(launches), "bytes": nbytes}
+    return UnfusedBaseline(len(launches), nbytes)
