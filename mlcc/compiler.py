@@ -34,7 +34,7 @@ from mlcc.hlo.ir import Instruction, Module
 from mlcc.hlo.passes.fusion import unfused_stats
 from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
-from mlcc.hlo.symbolic import symbol_ranges, symbols_of
+from mlcc.hlo.symbolic import symbols_of
 from mlcc.hlo.traffic import kernel_bytes
 from mlcc.pipeline import check_disabled, compile_pipeline
 from mlcc.tuning_db import TuningDb, load_tuning_db
@@ -286,39 +286,38 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
-    with symbol_ranges(module.symbols):  # where a size decides, a symbolic dim counts at its range
-        module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
-        report("passes", 0, 1)
-        _run_phases(module, pipeline, options)
-        report("passes", 1, 1)
-        target_names = [t.name for t in targets]
-        plan = module.buffer_plan
-        kernels, launches = lower_module(module, plan, target_names, tuning)
-        if options.require_tuned:
-            _require_tuned(kernels, target_names, tuning)
-        if options.check_numerics:
-            report("numerics", 0, len(launches))
-            check_numerics(module, kernels, launches)
-            report("numerics", len(launches), len(launches))
-        cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
-        binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
-                                               progress=lambda d, t: report("kernels", d, t))
-        conversions, conversion_bytes = layout_conversions(module)
-        moved = sum(sum(kernel_bytes(inst)) for inst, _ in launches)
-        stats = {"kernels": len(kernels), "launches": len(launches),
-                 "instructions": sum(1 for _ in module.all_instructions()),
-                 "flops": sum(kernels[k].flops for _, k in launches),
-                 "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
-                 "unfused": module.analyses.unfused.to_json() if module.analyses.unfused else {},
-                 "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
-        build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
-        try:
-            with staged_directory(out_dir) as tmp:
-                manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
-                                        binaries=binaries, targets=targets, model_info=model_info,
-                                        build_info=build_info, stats=stats, device=device)
-        except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
-            raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
-        _write_depfile(options, out_dir, deps)
-        return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
-                             fusion_explanations=list(module.analyses.fusion_explanations))
+    module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
+    report("passes", 0, 1)
+    _run_phases(module, pipeline, options)
+    report("passes", 1, 1)
+    target_names = [t.name for t in targets]
+    plan = module.buffer_plan
+    kernels, launches = lower_module(module, plan, target_names, tuning)
+    if options.require_tuned:
+        _require_tuned(kernels, target_names, tuning)
+    if options.check_numerics:
+        report("numerics", 0, len(launches))
+        check_numerics(module, kernels, launches)
+        report("numerics", len(launches), len(launches))
+    cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
+                                           progress=lambda d, t: report("kernels", d, t))
+    conversions, conversion_bytes = layout_conversions(module)
+    moved = sum(sum(kernel_bytes(inst, module.symbols)) for inst, _ in launches)
+    stats = {"kernels": len(kernels), "launches": len(launches),
+             "instructions": sum(1 for _ in module.all_instructions()),
+             "flops": sum(kernels[k].flops for _, k in launches),
+             "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
+             "unfused": module.analyses.unfused.to_json() if module.analyses.unfused else {},
+             "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
+    build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
+    try:
+        with staged_directory(out_dir) as tmp:
+            manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
+                                    binaries=binaries, targets=targets, model_info=model_info,
+                                    build_info=build_info, stats=stats, device=device)
+    except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
+        raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
+    _write_depfile(options, out_dir, deps)
+    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
+                         fusion_explanations=list(module.analyses.fusion_explanations))

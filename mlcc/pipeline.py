@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from mlcc.emit.lower_module import fusion_kinds
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Property
+from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding
 from mlcc.hlo.passes.dce import DeadCodeElimination
 from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
 from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
-from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding
 from mlcc.hlo.passes.precision import ReducedPrecision
 from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule

@@ -165,7 +165,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         launch = {"step": step, "kernel": kname, "instruction": inst.name, "args": args,
                   "grid": list(k.gpu.grid), "interpreter_grid": list(k.interpreter.grid),
                   "ops": list(inst.origin), "flops": k.flops,
-                  "bytes_read": kernel_bytes(inst)[0], "bytes_written": kernel_bytes(inst)[1]}
+                  "bytes_read": kernel_bytes(inst, module.symbols)[0],
+                  "bytes_written": kernel_bytes(inst, module.symbols)[1]}
         if k.scalars:
             launch["scalars"] = list(k.scalars)
         schedule.append(launch)

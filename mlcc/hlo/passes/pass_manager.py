@@ -17,7 +17,6 @@ from typing import Callable, Collection, Sequence
 from mlcc.errors import InternalError
 from mlcc.hlo.ir import Module, Property
 from mlcc.hlo.printer import format_module
-from mlcc.hlo.symbolic import symbol_ranges
 from mlcc.hlo.verifier import VerifierError, verify_module
 
 
@@ -72,8 +71,7 @@ class Pipeline(Pass):
         if options.dump_dir is not None:
             options.dump_dir.mkdir(parents=True, exist_ok=True)
             self._dump(module, "input", options)
-        with symbol_ranges(module.symbols):  # size decisions on symbolic dims use their ranges
-            return self._run_list(module, [p for p in self.passes if p not in done], options)
+        return self._run_list(module, [p for p in self.passes if p not in done], options)
 
     def _run_list(self, module: Module, passes: Sequence[Pass], options: PipelineOptions) -> bool:
         changed_any = False
