@@ -119,7 +119,7 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
         module = import_hlo_text(path)
     else:
         module = import_stablehlo(path)
-    deps = [path] + [Path(p) for p in module.source_files]
+    deps = [path, *module.source_files]
     info = {"file": path.name, "format": fmt, "sha256": file_sha256(path)}
     return module, info, deps
 

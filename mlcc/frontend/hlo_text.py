@@ -65,7 +65,7 @@ def _load_weights(module: Module, refs: dict, folder: Path) -> None:
         flat = np.fromfile(data_path, dtype=numpy_dtype(inst.shape.dtype), count=int(np.prod(dims, dtype=np.int64)),
                            offset=int(t["offset"]))
         module.constants[inst.attrs["ref"]] = _logical(flat, dims, list(inst.shape.layout))
-    module.source_files = [str(manifest_path), str(data_path)]
+    module.source_files = [manifest_path, data_path]
 
 
 def _logical(flat: np.ndarray, dims: list[int], layout: list[int]) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Union
 
 from mlcc.hlo.analyses import Analyses
@@ -279,7 +280,7 @@ class Module:
     analyses: Analyses = field(default_factory=Analyses)
     # Each symbolic dim's inclusive range of sizes (mlcc/hlo/symbolic.py); size decisions use the upper end.
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
-    source_files: list[str] = field(default_factory=list)  # files besides the model the frontend read (ONNX data)
+    source_files: list[Path] = field(default_factory=list)  # files besides the model the frontend read (ONNX data)
 
     @property
     def is_scheduled(self) -> bool:

@@ -123,3 +123,11 @@ def test_cli_refuses_to_disable_layout_assignment_in_one_line(tmp_path, shared_m
     r = _mlcc("compile", "m.onnx", "-o", "b", "--target", "none", "--disable-pass", "fusion", "-q", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "fusion(" not in (tmp_path / "b" / "model.hlo").read_text()
+
+
+def test_a_phase_whose_guarantee_does_not_hold_fails_verification_naming_it():
+    m = parse_module(FUSED)  # a fused parameter's layout differs from its operand's
+    p = Pipeline("p", [Phase("layouts", [DeadCodeElimination()], guarantees=frozenset({Property.LAYOUTS_ASSIGNED}))])
+    with pytest.raises(InternalError, match="invalid IR after phase layouts \\(passes run before: dce\\): "
+                                            "%fusion.n: fused parameter %param_0 layout"):
+        p.run(m)

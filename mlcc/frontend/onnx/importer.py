@@ -66,7 +66,7 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
     ranges = _symbol_ranges(dim_ranges or {}, symbols, renamed, label)
     module_name = sanitize_identifier(name or default_name)
     module = _GraphImporter(proto, label, module_name, symbols, mapped, ranges).run()
-    module.source_files = [str(p) for p in data_files]  # external data files: hashed into the manifest with the model (item 9)
+    module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
     return module
 
 

@@ -86,7 +86,7 @@ class Pipeline(Pass):
                 if not p.guarantees <= module.properties:
                     module.properties |= p.guarantees
                     if options.verify:  # the new properties raise the verifier's level
-                        self._verify(module, p.name)
+                        self._verify(module, p.name, "phase")
                 continue
             if isinstance(p, FixedPoint):
                 for _ in range(options.max_iterations):
@@ -109,12 +109,12 @@ class Pipeline(Pass):
                     self._dump(module, p.name, options)
         return changed_any
 
-    def _verify(self, module: Module, after: str) -> None:
+    def _verify(self, module: Module, after: str, kind: str = "pass") -> None:
         try:
             verify_module(module)
         except VerifierError as e:
-            before = ", ".join(self._history[:-1] if self._history[-1:] == [after] else self._history) or "none"
-            raise InternalError(f"invalid IR after pass {after} (passes run before: {before}): {e}") from e
+            before = ", ".join(self._history[:-1] if kind == "pass" else self._history) or "none"
+            raise InternalError(f"invalid IR after {kind} {after} (passes run before: {before}): {e}") from e
 
     def _dump(self, module: Module, pass_name: str, options: PipelineOptions) -> None:
         assert options.dump_dir is not None
