@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Union
 
 from mlcc.hlo.analyses import Analyses
+from mlcc.hlo.symbolic import product, upper
 
 DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
           "f16", "bf16", "f32", "f64")
@@ -79,12 +80,10 @@ class Shape:
 
     def numel_expr(self) -> Dim:
         """The element count, symbolic when a dim is (canonical text, see mlcc/hlo/symbolic.py)."""
-        from mlcc.hlo.symbolic import product
         return product(self.dims)
 
     def upper_numel(self, ranges: dict[str, tuple[int, int]]) -> int:
         """The largest element count over the symbols' ranges."""
-        from mlcc.hlo.symbolic import upper
         return upper(self.numel_expr(), ranges)
 
     def upper_nbytes(self, ranges: dict[str, tuple[int, int]]) -> int:
