@@ -99,7 +99,8 @@ def main() -> None:
     """mlcc: compile ONNX and StableHLO models ahead of time into Triton-kernel bundles.
 
     \b
-    mlcc compile model.onnx -o build/      compile a model into a bundle
+    mlcc compile model.onnx -o build/      compile a model into a bundle (or IR text: build/model.hlo)
+    mlcc opt model.hlo --passes dce,cse    run passes over IR text, print the IR
     mlcc run build/ --inputs in.npz --output out.npz
     mlcc verify model.onnx                 compile, run, compare with onnxruntime
     mlcc inspect build/                    what the compiler did
@@ -149,7 +150,10 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
                 report_path: Path | None, as_json: bool, quiet: bool, debug: bool) -> None:
-    """Compile MODEL (.onnx, or StableHLO .mlir) into a bundle directory."""
+    """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
+
+    IR text (a bundle's model.hlo) goes through the phases its header shows are still to do; the weights
+    its constants refer to are read from the bundle's weights.bin beside it."""
     import mlcc
     with _diagnostics(as_json, debug):
         cli = {"targets": targets.split(",") if targets else None, "shapes": _parse_shapes(shapes) or None,
@@ -193,6 +197,32 @@ def _print_pass_table(records: list[Any]) -> None:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r, widths)), err=True)
     total = sum(x.seconds for x in records) * 1000
     click.echo(f"total {total:.2f} ms", err=True)
+
+
+@main.command("opt")
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--passes", required=True, help="Comma list of passes or phases to run, in order (e.g. dce,cse,fusion).")
+@click.option("-o", "--output", "out_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the IR here (default: stdout).")
+@click.option("--precision", type=click.Choice(["fp32", "tf32", "fp16", "bf16"]), default="fp32", show_default=True,
+              help="What the precision pass converts to.")
+@click.option("--io-layout", type=click.Choice(["row-major", "any"]), default="row-major", show_default=True,
+              help="What layout-assignment may do with inputs and outputs.")
+@click.option("--dump-ir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write NN-<pass>.hlo after every pass that changed the module into DIR.")
+@click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
+def opt_cmd(model: Path, passes: str, out_path: Path | None, precision: str, io_layout: str, dump_ir: Path | None,
+            debug: bool) -> None:
+    """Run passes over MODEL, the IR's text (.hlo), verifying after each; print the resulting IR."""
+    from mlcc.opt import optimized_text
+    with _diagnostics(False, debug):
+        names = [n.strip() for n in passes.split(",") if n.strip()]
+        text = optimized_text(model, names, precision=precision, io_layout=io_layout, dump_dir=dump_ir)
+        if out_path is None:
+            click.echo(text, nl=False)
+        else:
+            from mlcc.atomic import write_file_atomic
+            write_file_atomic(out_path, text)
 
 
 @main.command("run")

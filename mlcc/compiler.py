@@ -1,28 +1,43 @@
 """mlcc.compile: model file in, bundle directory out.
 
-frontend -> optimization pipeline (verified after every pass) -> schedule and
-buffer assignment -> one kernel per launching instruction, from templates, each
-distinct kernel once -> AOT binaries per target (parallel, cached) -> bundle,
-written beside the target and swapped in only when complete.
+frontend (ONNX, StableHLO, or the IR's own text) -> the pipeline's phases
+(mlcc/pipeline.py: simplify, recognize, precision, layouts, fusion, schedule,
+buffers; verified after every pass) -> one kernel per launching instruction,
+from templates, each distinct kernel once -> AOT binaries per target (parallel,
+cached) -> bundle, written beside the target and swapped in only when complete.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from mlcc.atomic import depfile_text, staged_directory, write_file_atomic
+from mlcc.bundle.digest import bundle_digest, file_sha256
+from mlcc.emit.check_numerics import check_numerics
+from mlcc.emit.kernel import Kernel
+from mlcc.emit.lower_module import lower_module, tilings
+from mlcc.emit.target.build import build_binaries, default_cache_dir
+from mlcc.emit.target.targets import Target, TargetError, device_model, parse_targets
+from mlcc.emit.target.tuning_db import TuningDb, load_tuning_db
+from mlcc.emit.tiling import untuned
+from mlcc.emit.writer import write_bundle
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
-from mlcc.bundle.digest import file_sha256
+from mlcc.frontend.hlo_text import import_hlo_text, is_hlo_text
+from mlcc.frontend.onnx import import_onnx
+from mlcc.frontend.stablehlo import import_stablehlo
 from mlcc.hlo.ir import Instruction, Module
+from mlcc.hlo.passes.fusion import unfused_stats
+from mlcc.hlo.passes.layout_assignment import layout_conversions
+from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
+from mlcc.hlo.symbolic import symbols_of
+from mlcc.hlo.traffic import kernel_bytes
+from mlcc.pipeline import check_disabled, compile_pipeline
 from mlcc.version import __version__
-
-if TYPE_CHECKING:
-    from mlcc.emit.kernel import Kernel
-    from mlcc.emit.target.targets import Target
-    from mlcc.emit.target.tuning_db import TuningDb
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -77,6 +92,8 @@ def detect_format(path: Path) -> str:
         head = f.read(64)
     if head.startswith(BYTECODE_MAGIC):
         return "stablehlo-bytecode"
+    if is_hlo_text(path, head):
+        return "hlo"
     if path.suffix in (".mlir", ".stablehlo") or head.lstrip().startswith((b"module", b"func.func", b"#loc", b"\"builtin.module\"")):
         return "stablehlo"
     return "onnx"
@@ -84,9 +101,8 @@ def detect_format(path: Path) -> str:
 
 def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str, Any], list[Path]]:
     """The model as IR, a description of it for the manifest, and the files it was read from."""
-    import onnx
+    import onnx  # third-party and slow to import: only when compiling
     if isinstance(model, onnx.ModelProto):
-        from mlcc.frontend.onnx import import_onnx
         data = model.SerializeToString(deterministic=True)
         module = import_onnx(model, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
         return module, {"file": None, "format": "onnx", "sha256": hashlib.sha256(data).hexdigest()}, []
@@ -97,13 +113,12 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
         raise InvalidInputError("not a regular file", file=str(path))
     fmt = detect_format(path)
     if fmt == "onnx":
-        from mlcc.frontend.onnx import import_onnx
         module = import_onnx(path, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
-        deps = [path] + [Path(p) for p in getattr(module, "source_files", [])]
+    elif fmt == "hlo":  # the IR's text, e.g. a bundle's model.hlo (weights from the weights.bin beside it)
+        module = import_hlo_text(path)
     else:
-        from mlcc.frontend.stablehlo import import_stablehlo
         module = import_stablehlo(path)
-        deps = [path]
+    deps = [path, *module.source_files]
     info = {"file": path.name, "format": fmt, "sha256": file_sha256(path)}
     return module, info, deps
 
@@ -139,20 +154,17 @@ def _input_records(deps: list[Path], options: CompileOptions, model_sha256: str)
 
 
 def _build_key(records: list[dict[str, str]], options: CompileOptions) -> str:
-    import json
     payload = {"inputs": records, "options": options.effective(), "versions": tool_versions()}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
-    import json
     try:
         manifest = json.loads((out_dir / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
     if manifest.get("build", {}).get("key") != key:
         return None
-    from mlcc.bundle.digest import bundle_digest
     if manifest.get("bundle_sha256") != bundle_digest(out_dir):
         return None  # the bundle was edited or damaged since: rebuild
     return manifest
@@ -161,36 +173,11 @@ def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
 def _write_depfile(options: CompileOptions, out_dir: Path, deps: list[Path]) -> None:
     if not options.depfile:
         return
-    from mlcc.atomic import depfile_text, write_file_atomic
     files = [str(p) for p in deps] + [f for f in (options.config_file, options.tuning_db) if f]
     write_file_atomic(Path(options.depfile), depfile_text(str(out_dir / "manifest.json"), files))
 
 
 Progress = Callable[[str, int, int], None]
-
-
-def compile_pipeline(precision: str = "fp32", io_layout: str = "row-major"):
-    """Optimization (simplify, recognize), precision, then the backend's passes: layouts, views, fusion."""
-    from mlcc.emit.lower_module import fusion_kinds
-    from mlcc.hlo.passes.dce import DeadCodeElimination
-    from mlcc.hlo.passes.fusion import Fusion
-    from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
-    from mlcc.hlo.passes.precision import ReducedPrecision
-    from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
-    from mlcc.hlo.passes.pass_manager import Pipeline
-    from mlcc.hlo.passes.pipelines import default_pipeline
-    from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
-    from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
-    from mlcc.hlo.passes.sink_bitcasts import SinkBitcasts
-    return Pipeline("compile", [*default_pipeline().passes, MergeSiblingDots(), DeadCodeElimination(),
-                                ReducedPrecision(precision), KvCacheAnalysis(), LayoutAssignment(io_layout),
-                                TransposeToBitcast(), ReshapeToBitcast(), SinkBitcasts(), DeadCodeElimination(),
-                                Fusion(fusion_kinds()), DeadCodeElimination()])
-
-
-def pipeline_pass_names(pipeline) -> list[str]:
-    from mlcc.hlo.passes.pipelines import pass_names
-    return pass_names(pipeline)
 
 
 def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = None, **kwargs: Any) -> CompileResult:
@@ -215,7 +202,6 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
 def _require_static_inputs(module: Module, file: str | None) -> None:
     """Buffers are planned for the largest size a symbolic dim takes: an input's symbolic dim needs a range
     (--shape seq=1..128), or a size to specialize to (--shape seq=16)."""
-    from mlcc.hlo.symbolic import symbols_of
     for inst in module.entry.instructions:
         if inst.opcode != "parameter" or inst.shape.is_static:
             continue
@@ -229,8 +215,6 @@ def _require_static_inputs(module: Module, file: str | None) -> None:
 
 def _checked_options(options: CompileOptions):
     """The targets, the device model and the pass pipeline the options name; UnsupportedError if one is unknown."""
-    from mlcc.emit.target.targets import TargetError, device_model, parse_targets
-
     try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
         targets = parse_targets([t for t in options.targets if t.strip().lower() != "none"])
     except TargetError as e:
@@ -244,10 +228,7 @@ def _checked_options(options: CompileOptions):
     if options.io_layout not in ("row-major", "any"):
         raise UnsupportedError(f"unknown --io-layout '{options.io_layout}' (row-major, any)")
     pipeline = compile_pipeline(options.precision, options.io_layout)
-    names = pipeline_pass_names(pipeline)
-    unknown = sorted(set(options.disable_passes) - set(names))
-    if unknown:
-        raise UnsupportedError(f"unknown pass {', '.join(unknown)} (passes: {', '.join(names)})")
+    check_disabled(pipeline, options.disable_passes)
     return targets, device, pipeline
 
 
@@ -255,25 +236,17 @@ def load_tuning(options: CompileOptions) -> TuningDb | None:
     """The tuning database the options name (checked: exit 65 or 66 naming it), or None."""
     if not options.tuning_db:
         return None
-    from mlcc.emit.lower_module import tilings
-    from mlcc.emit.target.tuning_db import load_tuning_db
     return load_tuning_db(options.tuning_db, tilings())
 
 
-def _schedule_and_lower(module: Module, targets: list[Target], tuning: TuningDb | None):
-    """Buffer assignment, then a kernel per launch, configured for every target."""
-    from mlcc.emit.lower_module import lower_module
-    from mlcc.hlo.buffer_assignment import assign_buffers
-
-    module.is_scheduled = True
-    plan = assign_buffers(module)
-    kernels, launches = lower_module(module, plan, targets, tuning)
-    return plan, kernels, launches
+def _run_phases(module: Module, pipeline: Pipeline, options: CompileOptions) -> None:
+    """The pipeline's phases the module still needs (mlcc/pipeline.py), each pass verified."""
+    pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
+                                         disabled=frozenset(options.disable_passes)))
 
 
 def _require_tuned(kernels: dict[str, Kernel], targets: list[Target], tuning: TuningDb | None) -> None:
     """--require-tuned: every tunable (kernel, target) must have a tuning entry; list every one that has not."""
-    from mlcc.emit.tiling import untuned
     misses = untuned([kernels[n] for n in sorted(kernels)], targets)
     if misses:
         listed = "; ".join(f"{k.name} ({k.template}) on {t.name}, signature {k.signature}" for k, t in misses)
@@ -286,21 +259,14 @@ def lower_model(model: Any, options: CompileOptions,
                 targets: list[Target]) -> tuple[Module, dict[str, Kernel], list[tuple[Instruction, str]]]:
     """The model's module, kernels and launches as a compile with options builds them, configured for
     targets by the heuristics alone (what `mlcc tune` measures against); nothing is written."""
-    from mlcc.hlo.passes.pass_manager import PipelineOptions
-
     _, _, pipeline = _checked_options(options)
     module, _, _ = import_model(model, options)
     pipeline.run(module, PipelineOptions(disabled=frozenset(options.disable_passes)))
-    _, kernels, launches = _schedule_and_lower(module, targets, None)
+    kernels, launches = lower_module(module, module.buffer_plan, targets, None)
     return module, kernels, launches
 
 
 def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
-    from mlcc.atomic import staged_directory
-    from mlcc.emit.target.build import build_binaries, default_cache_dir
-    from mlcc.emit.writer import write_bundle
-    from mlcc.hlo.passes.pass_manager import PipelineOptions
-
     report = progress or (lambda stage, done, total: None)
     targets, device, pipeline = _checked_options(options)
     tuning = load_tuning(options)
@@ -319,43 +285,37 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True)
 
-    from mlcc.hlo.symbolic import symbol_ranges
-    with symbol_ranges(module.symbols):  # where a size decides, a symbolic dim counts at its range
-        from mlcc.hlo.passes.fusion import unfused_stats
-        module.stats["unfused"] = unfused_stats(module)  # the baseline: the model as imported, one kernel per source op
-        report("passes", 0, 1)
-        pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
-                                             disabled=frozenset(options.disable_passes)))
-        report("passes", 1, 1)
-        plan, kernels, launches = _schedule_and_lower(module, targets, tuning)
-        if options.require_tuned:
-            _require_tuned(kernels, targets, tuning)
-        if options.check_numerics:
-            from mlcc.emit.check_numerics import check_numerics
-            report("numerics", 0, len(launches))
-            check_numerics(module, kernels, launches)
-            report("numerics", len(launches), len(launches))
-        cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
-        binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
-                                               progress=lambda d, t: report("kernels", d, t))
-        from mlcc.hlo.passes.layout_assignment import layout_conversions
-        conversions, conversion_bytes = layout_conversions(module)
-        from mlcc.hlo.traffic import kernel_bytes
-        moved = sum(sum(kernel_bytes(inst)) for inst, _ in launches)
-        stats = {"kernels": len(kernels), "launches": len(launches),
-                 "instructions": sum(1 for _ in module.all_instructions()),
-                 "flops": sum(kernels[k].flops for _, k in launches),
-                 "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
-                 "unfused": module.stats.get("unfused", {}),
-                 "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
-        build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
-        try:
-            with staged_directory(out_dir) as tmp:
-                manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
-                                        binaries=binaries, targets=targets, model_info=model_info,
-                                        build_info=build_info, stats=stats, device=device)
-        except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
-            raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
-        _write_depfile(options, out_dir, deps)
-        return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
-                             fusion_explanations=list(module.stats.get("fusion_explanations", [])))
+    module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
+    report("passes", 0, 1)
+    _run_phases(module, pipeline, options)
+    report("passes", 1, 1)
+    plan = module.buffer_plan
+    kernels, launches = lower_module(module, plan, targets, tuning)
+    if options.require_tuned:
+        _require_tuned(kernels, targets, tuning)
+    if options.check_numerics:
+        report("numerics", 0, len(launches))
+        check_numerics(module, kernels, launches)
+        report("numerics", len(launches), len(launches))
+    cache = None if options.cache_dir == "" else Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    binaries, build_stats = build_binaries(list(kernels.values()), targets, jobs=options.jobs, cache_dir=cache,
+                                           progress=lambda d, t: report("kernels", d, t))
+    conversions, conversion_bytes = layout_conversions(module)
+    moved = sum(sum(kernel_bytes(inst, module.symbols)) for inst, _ in launches)
+    stats = {"kernels": len(kernels), "launches": len(launches),
+             "instructions": sum(1 for _ in module.all_instructions()),
+             "flops": sum(kernels[k].flops for _, k in launches),
+             "bytes": moved,  # modeled global-memory traffic: each launch reads its inputs, writes its output once
+             "unfused": module.analyses.unfused.to_json() if module.analyses.unfused else {},
+             "layout_conversions": {"count": conversions, "bytes": conversion_bytes}}
+    build_info = {"key": key, "inputs": records, "options": options.effective(), "versions": tool_versions()}
+    try:
+        with staged_directory(out_dir) as tmp:
+            manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
+                                    binaries=binaries, targets=targets, model_info=model_info,
+                                    build_info=build_info, stats=stats, device=device)
+    except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
+        raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
+    _write_depfile(options, out_dir, deps)
+    return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
+                         fusion_explanations=list(module.analyses.fusion_explanations))

@@ -7,8 +7,13 @@ layout, the minor-to-major order of its dims, printed as XLA prints it:
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Union
+
+from mlcc.hlo.analyses import Analyses
+from mlcc.hlo.symbolic import product, upper
 
 DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
           "f16", "bf16", "f32", "f64")
@@ -75,12 +80,10 @@ class Shape:
 
     def numel_expr(self) -> Dim:
         """The element count, symbolic when a dim is (canonical text, see mlcc/hlo/symbolic.py)."""
-        from mlcc.hlo.symbolic import product
         return product(self.dims)
 
     def upper_numel(self, ranges: dict[str, tuple[int, int]]) -> int:
         """The largest element count over the symbols' ranges."""
-        from mlcc.hlo.symbolic import upper
         return upper(self.numel_expr(), ranges)
 
     def upper_nbytes(self, ranges: dict[str, tuple[int, int]]) -> int:
@@ -244,6 +247,20 @@ class Computation:
         return iter(self.instructions)
 
 
+class Property(enum.Enum):
+    """What a phase of the pipeline (mlcc/pipeline.py) guarantees about a module, in the order the phases
+    establish them. The verifier checks more of a module the more of these it has."""
+
+    LAYOUTS_ASSIGNED = "layouts_assigned"  # every value's layout is final (bitcasts and copies follow it)
+    FUSED = "fused"                        # fusion decisions are final; fusion bodies are checked
+    SCHEDULED = "scheduled"                # the entry's instruction order is the launch order
+    BUFFERS_ASSIGNED = "buffers_assigned"  # module.buffer_plan places every value (not in the text form)
+
+
+# A module printed with is_scheduled=true went through every phase up to the schedule.
+SCHEDULED_PROPERTIES = frozenset({Property.LAYOUTS_ASSIGNED, Property.FUSED, Property.SCHEDULED})
+
+
 @dataclass
 class Module:
     """A module: an entry computation plus the computations it calls (fusions).
@@ -257,11 +274,24 @@ class Module:
     computations: list[Computation] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
     constants: dict[str, Any] = field(default_factory=dict)
-    is_scheduled: bool = False
+    properties: set[Property] = field(default_factory=set)  # what the phases run so far guarantee
     buffer_plan: Any = None  # mlcc.hlo.buffer_assignment.BufferPlan once assigned
-    stats: dict[str, Any] = field(default_factory=dict)  # facts passes record for the manifest (e.g. "unfused")
+    analyses: Analyses = field(default_factory=Analyses)
     # Each symbolic dim's inclusive range of sizes (mlcc/hlo/symbolic.py); size decisions use the upper end.
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
+    source_files: list[Path] = field(default_factory=list)  # files besides the model the frontend read (ONNX data)
+
+    @property
+    def is_scheduled(self) -> bool:
+        return Property.SCHEDULED in self.properties
+
+    @is_scheduled.setter
+    def is_scheduled(self, value: bool) -> None:
+        """Scheduled means every phase up to the schedule ran (the text form's is_scheduled=true)."""
+        if value:
+            self.properties |= SCHEDULED_PROPERTIES
+        else:
+            self.properties -= {Property.SCHEDULED, Property.BUFFERS_ASSIGNED}
 
     @property
     def entry(self) -> Computation:

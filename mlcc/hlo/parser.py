@@ -9,7 +9,7 @@ import json
 import re
 from typing import Any
 
-from mlcc.hlo.ir import DTYPES, Computation, Instruction, Module, Shape, TupleShape, AnyShape
+from mlcc.hlo.ir import DTYPES, AnyShape, Computation, Instruction, Module, Property, Shape, TupleShape
 from mlcc.hlo.opcodes import OPCODES
 from mlcc.hlo.symbolic import SymbolicError, dim_of
 
@@ -261,6 +261,12 @@ class _Parser:
             val = self.value()
             if key == "is_scheduled":
                 module.is_scheduled = bool(val)
+            elif key == "properties":
+                known = {p.value: p for p in Property}
+                for v in val if isinstance(val, tuple) else (val,):
+                    if v not in known:
+                        raise self.lx.error(f"unknown module property '{v}' ({', '.join(known)})", tok)
+                    module.properties.add(known[v])
             elif key == "output_names":
                 module.output_names = list(val)
             else:

@@ -7,7 +7,7 @@ import math
 import re
 from typing import Any
 
-from mlcc.hlo.ir import Computation, Instruction, Module
+from mlcc.hlo.ir import SCHEDULED_PROPERTIES, Computation, Instruction, Module, Property
 
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.>\-]*$")
 _RESERVED = {"true", "false", "nan", "inf", "ROOT", "ENTRY", "HloModule"}
@@ -62,8 +62,11 @@ def format_computation(comp: Computation) -> str:
 
 def format_module(module: Module) -> str:
     header = f"HloModule {format_value(module.name)}"
-    if module.is_scheduled:
+    done = module.properties - {Property.BUFFERS_ASSIGNED}  # a buffer plan has no text form
+    if done == SCHEDULED_PROPERTIES:
         header += ", is_scheduled=true"
+    elif done:
+        header += ", properties={" + ",".join(p.value for p in Property if p in done) + "}"
     if module.output_names:
         header += f", output_names={format_value(list(module.output_names))}"
     if module.symbols:

@@ -351,8 +351,8 @@ def sizes_as_code() -> Iterator[None]:
         _AS_CODE.reset(token)
 
 
-# The symbols' ranges (Module.symbols) while a pass or a lowering works on a module: where a decision
-# depends on a size, a symbolic one counts at the values its range allows.
+# The symbols' ranges (Module.symbols) while mlcc/emit lowers a module (lower_module enters it, tiling's
+# bounds read it). The IR layer and its passes take the ranges explicitly (module.symbols) instead.
 _RANGES: contextvars.ContextVar[Mapping[str, tuple[int, int]]] = contextvars.ContextVar("mlcc_symbol_ranges",
                                                                                         default={})
 

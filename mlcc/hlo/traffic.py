@@ -1,41 +1,45 @@
 """The global-memory traffic model: a kernel reads each operand once and writes its result once,
-except that a gather reads only the rows it gathers (an embedding table is not read whole)."""
+except that a gather reads only the rows it gathers (an embedding table is not read whole).
+A symbolic size counts at the top of its range: ``ranges`` is the module's ``symbols``."""
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from mlcc.hlo.ir import Instruction
-from mlcc.hlo.symbolic import current_ranges
+
+Ranges = Mapping[str, tuple[int, int]]
 
 GATHERS = frozenset({"gather", "gather-nd", "gather-elements"})
 
 
-def value_bytes(inst: Instruction) -> int:
+def value_bytes(inst: Instruction, ranges: Ranges) -> int:
     """Bytes of inst's value (0 for a tuple); a symbolic size counts at the largest value of its range."""
-    return 0 if inst.shape.is_tuple else inst.shape.upper_nbytes(current_ranges())
+    return 0 if inst.shape.is_tuple else inst.shape.upper_nbytes(ranges)
 
 
-def _param_read_bytes(param: Instruction, full: int) -> int:
+def _param_read_bytes(param: Instruction, full: int, ranges: Ranges) -> int:
     users = param.users
     if users and all(u.opcode in GATHERS and u.operands[0] is param and not any(o is param for o in u.operands[1:])
                      for u in users):
-        return min(full, sum(value_bytes(u) for u in users))
+        return min(full, sum(value_bytes(u, ranges) for u in users))
     return full
 
 
-def operand_read_bytes(inst: Instruction, index: int) -> int:
+def operand_read_bytes(inst: Instruction, index: int, ranges: Ranges) -> int:
     """Bytes inst's kernel reads of its index-th operand."""
     op = inst.operands[index]
-    full = value_bytes(op)
+    full = value_bytes(op, ranges)
     if inst.opcode in GATHERS and index == 0:
-        return min(full, value_bytes(inst))
+        return min(full, value_bytes(inst, ranges))
     if inst.opcode == "fusion" and inst.called is not None:
         params = inst.called.parameters()
         if index < len(params):
-            return _param_read_bytes(params[index], full)
+            return _param_read_bytes(params[index], full, ranges)
     return full
 
 
-def kernel_bytes(inst: Instruction) -> tuple[int, int]:
+def kernel_bytes(inst: Instruction, ranges: Ranges) -> tuple[int, int]:
     """(bytes read, bytes written) by inst's kernel; an operand passed twice is read once."""
     seen: set[int] = set()
     read = 0
@@ -43,5 +47,5 @@ def kernel_bytes(inst: Instruction) -> tuple[int, int]:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        read += operand_read_bytes(inst, i)
-    return read, value_bytes(inst)
+        read += operand_read_bytes(inst, i, ranges)
+    return read, value_bytes(inst, ranges)

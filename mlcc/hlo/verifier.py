@@ -1,12 +1,15 @@
 """The IR verifier: SSA, operand counts, attributes, shapes, dtypes, layouts.
 
 Run after every pass that changed the module. Returns nothing; raises
-VerifierError listing every problem found.
+VerifierError listing every problem found. The level rises with the module's
+properties (what the phases run so far guarantee, mlcc/pipeline.py): fusion
+bodies' layouts once layouts are assigned, fusion structure once fused, the
+schedule once scheduled, the buffer plan once buffers are assigned.
 """
 
 from __future__ import annotations
 
-from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.ir import Computation, Instruction, Module, Property, Shape
 from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC
 from mlcc.hlo.shape_inference import ShapeError, infer_shape
 
@@ -141,8 +144,45 @@ def verify_module(module: Module) -> None:
         pnames = [n for n in (p.attrs.get("name") for p in entry[0].parameters()) if n is not None]
         if len(set(pnames)) != len(pnames):
             errors.append("entry parameter names are not unique")
+    if len(entry) == 1:
+        _verify_properties(module, entry[0], errors)
     for inst in module.all_instructions():
         if inst.opcode == "constant" and "ref" in inst.attrs and module.constants and inst.attrs["ref"] not in module.constants:
             errors.append(f"%{inst.name}: constant ref '{inst.attrs['ref']}' has no data")
     if errors:
         raise VerifierError("; ".join(errors))
+
+
+def _verify_properties(module: Module, entry: Computation, errors: list[str]) -> None:
+    """The checks a module's properties call for, beyond the structural ones every module gets."""
+    props = module.properties
+    fusions = [i for i in entry.instructions if i.opcode == "fusion" and i.called is not None]
+    if Property.LAYOUTS_ASSIGNED in props:  # a fusion's body reads and writes its operands' buffers as laid out
+        for f in fusions:
+            for p, op in zip(f.called.parameters(), f.operands):
+                if not p.shape.is_tuple and p.shape.layout != op.shape.layout:
+                    errors.append(f"%{f.name}: fused parameter %{p.name} layout {p.shape} differs from operand "
+                                  f"%{op.name} {op.shape}")
+            root = f.called.root
+            if root is not None and not root.shape.is_tuple and root.shape.layout != f.shape.layout:
+                errors.append(f"%{f.name}: fused root {root.shape} differs from the fusion's layout {f.shape}")
+    if Property.FUSED in props:  # every called computation is one fusion's body, and bodies do not nest
+        callers: dict[str, int] = {}
+        for inst in module.all_instructions():
+            if inst.called is not None:
+                callers[inst.called.name] = callers.get(inst.called.name, 0) + 1
+                if inst.parent is not entry:
+                    errors.append(f"%{inst.name}: a call inside fusion body %{inst.parent.name}")
+        for comp in module.computations:
+            if not comp.is_entry and callers.get(comp.name, 0) != 1:
+                errors.append(f"%{comp.name}: fusion body called {callers.get(comp.name, 0)} times, not once")
+    if Property.SCHEDULED in props and entry.root is not None and entry.instructions[-1:] != [entry.root]:
+        errors.append(f"%{entry.name}: scheduled, but the root %{entry.root.name} is not the last step")
+    if Property.BUFFERS_ASSIGNED in props:
+        plan = module.buffer_plan
+        if plan is None:
+            errors.append("buffers assigned, but the module has no buffer plan")
+        else:
+            for inst in entry.instructions:
+                if not inst.shape.is_tuple and inst.name not in plan.value_buffer:
+                    errors.append(f"%{inst.name}: no buffer in the buffer plan")

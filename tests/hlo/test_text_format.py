@@ -62,3 +62,30 @@ def test_module_header_and_attributes():
 def test_parse_errors_name_line_and_column(text, message):
     with pytest.raises(ParseError, match=message.replace("(", r"\(").replace("%", "%")):
         parse_module(text)
+
+
+PHASED = '''HloModule m, properties={layouts_assigned,fused}, output_names={y}
+
+ENTRY %main {
+  %x = f32[4]{0} parameter(0), name=x
+  ROOT %t = (f32[4]{0}) tuple(%x)
+}
+'''
+
+
+def test_module_properties_round_trip():
+    m = parse_module(PHASED)
+    assert {p.value for p in m.properties} == {"layouts_assigned", "fused"}
+    assert not m.is_scheduled
+    assert format_module(m) == PHASED
+
+
+def test_is_scheduled_means_every_phase_up_to_the_schedule():
+    m = parse_module(MODULE)
+    assert {p.value for p in m.properties} == {"layouts_assigned", "fused", "scheduled"}
+    assert format_module(m).startswith('HloModule "my model", is_scheduled=true,')
+
+
+def test_unknown_module_property_is_a_parse_error():
+    with pytest.raises(ParseError, match="unknown module property 'vectorized'"):
+        parse_module(PHASED.replace("fused}", "vectorized}"))

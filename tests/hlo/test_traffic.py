@@ -18,6 +18,6 @@ def test_a_gather_reads_only_the_rows_it_gathers_and_a_repeated_operand_is_read_
         ROOT %a = f32[16,64]{1,0} add(%g, %g)
       }""")
     insts = {i.name: i for i in m.entry.instructions}
-    assert kernel_bytes(insts["g"]) == (16 * 64 * 4 + 16 * 8, 16 * 64 * 4)
-    assert kernel_bytes(insts["fg"]) == (16 * 64 * 4 + 16 * 8, 16 * 64 * 4)
-    assert kernel_bytes(insts["a"]) == (16 * 64 * 4, 16 * 64 * 4)
+    assert kernel_bytes(insts["g"], m.symbols) == (16 * 64 * 4 + 16 * 8, 16 * 64 * 4)
+    assert kernel_bytes(insts["fg"], m.symbols) == (16 * 64 * 4 + 16 * 8, 16 * 64 * 4)
+    assert kernel_bytes(insts["a"], m.symbols) == (16 * 64 * 4, 16 * 64 * 4)

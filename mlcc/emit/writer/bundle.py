@@ -141,7 +141,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
                  for n, o in zip(module.output_names, entry.root.operands)],
         kernels=kernel_entries,
-        schedule=[launch_entry(step, inst, kernels[kname], plan) for step, (inst, kname) in enumerate(launches)],
+        schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
         memory_plan=memory_plan(plan),
         weights=Weights("weights.bin", ALIGNMENT, weights),
         buffers={b.name: BufferInfo(b.tensor_class, b.bytes, tensor_spec(b.shape)) for b in plan.buffers.values()},
@@ -173,9 +173,10 @@ def write_kernel(out: Path, k: Kernel, launches: list[tuple[Instruction, str]],
                        config_entry(k.interpreter), k.flops, ops, k.signature)
 
 
-def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan) -> Launch:
+def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
+                 symbols: dict[str, tuple[int, int]]) -> Launch:
     args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
-    read, written = kernel_bytes(inst)
+    read, written = kernel_bytes(inst, symbols)
     return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
                   list(inst.origin), k.flops, read, written)
 
@@ -203,10 +204,10 @@ def source_names(module: Module, plan: BufferPlan) -> dict[str, list[str]]:
 def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
     """KV-cache buffer -> its token range: the past cache's parameter, and the present cache it becomes."""
     kv_cache: dict[str, list[int]] = {}
-    for param_buffer, info in module.stats.get("kv_cache", {}).items():
-        kv_cache[param_buffer] = info["token_range"]
-        present = module.entry.root.operands[info["output_index"]]
-        kv_cache[plan.value_buffer[present.name]] = info["present_tokens"]
+    for param_buffer, info in module.analyses.kv_cache.items():
+        kv_cache[param_buffer] = info.token_range
+        present = module.entry.root.operands[info.output_index]
+        kv_cache[plan.value_buffer[present.name]] = info.present_tokens
     return kv_cache
 
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.symbolic import symbol_ranges
-from mlcc.hlo.traffic import operand_read_bytes
+from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
@@ -76,7 +76,7 @@ def _kind_of(inst: Instruction) -> str | None:
     return None
 
 
-def _cheap(inst: Instruction) -> bool:
+def _cheap(inst: Instruction, ranges: Ranges) -> bool:
     """Recomputing inst in every consumer costs less than storing and loading it."""
     if inst.opcode in ("iota", "size"):
         return True
@@ -84,9 +84,9 @@ def _cheap(inst: Instruction) -> bool:
         return "ref" not in inst.attrs
     if inst.opcode in ("broadcast", "bitcast", "convert", "reshape"):
         src = inst.operands[0]
-        return _bytes(src) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
-    if inst.opcode in LOOP_OPS and _bytes(inst) <= TINY_BYTES:
-        return all(_bytes(o) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
+        return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
+    if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES:
+        return all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
     return _from_indices(inst)
 
 
@@ -202,14 +202,13 @@ class Fusion(Pass):
     def __init__(self, kinds: frozenset[str] = frozenset({"loop", "input", "output", "attention"})) -> None:
         self.kinds = kinds  # the fusion kinds the backend has kernels for
         self.explanations: list[str] = []
+        self.ranges: Ranges = {}
 
     def run(self, module: Module) -> bool:
-        with symbol_ranges(module.symbols):  # sizes decide what is cheap: symbolic ones at their range
-            return self._run(module)
-
-    def _run(self, module: Module) -> bool:
+        self.ranges = module.symbols  # sizes decide what is cheap: symbolic ones at the top of their range
         comp = module.entry
-        module.stats.setdefault("unfused", unfused_stats(module))  # the compiler records it right after import
+        if module.analyses.unfused is None:  # the compiler records it right after import
+            module.analyses.unfused = unfused_stats(module)
         self.explanations = []
         groups = self._form_groups(comp)
         changed = False
@@ -218,7 +217,7 @@ class Fusion(Pass):
             if len(g.members) > 1 and g.root.parent is comp:
                 self._materialize(module, comp, g)
                 changed = True
-        module.stats["fusion_explanations"] = list(self.explanations)
+        module.analyses.fusion_explanations = list(self.explanations)
         return changed
 
     # ---- grouping
@@ -276,7 +275,7 @@ class Fusion(Pass):
         if p.shape.is_tuple:
             return "tuple-shaped value"
         users_inside = all(group.contains(u) for u in p.users) and id(p) not in outputs
-        if id(p) in owner and not _cheap(p):
+        if id(p) in owner and not _cheap(p, self.ranges):
             return "already fused elsewhere"
         new_kind, heavy, second, norm = group.kind, group.heavy, group.second, group.norm
         if kind == "loop" and group.kind not in self.kinds:
@@ -301,9 +300,9 @@ class Fusion(Pass):
         else:
             return f"a {p.opcode} cannot join a {group.kind} fusion rooted at {group.root.opcode}"
         if not users_inside:
-            if kind != "loop" or not _cheap(p):
+            if kind != "loop" or not _cheap(p, self.ranges):
                 where = "is a model output" if id(p) in outputs else "has users outside the fusion"
-                return f"{p.opcode} {where} and is too expensive to recompute ({_bytes(p)} bytes)"
+                return f"{p.opcode} {where} and is too expensive to recompute ({_bytes(p, self.ranges)} bytes)"
         if p.opcode in CONTRACTIONS and any(group.contains(o) for o in p.operands):
             return f"{p.opcode} operands are read from memory as they are, and one is computed in the fusion"
         trial = Group(group.root, new_kind, group.members + [p], heavy, second=second, norm=norm)
@@ -326,13 +325,13 @@ class Fusion(Pass):
             return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
         group.kind, group.heavy, group.second, group.norm = new_kind, heavy, second, norm
         group.members.append(p)
-        if users_inside and not _cheap(p):  # cheap producers stay free to be duplicated into other fusions
+        if users_inside and not _cheap(p, self.ranges):  # cheap producers stay free to be duplicated into other fusions
             owner[id(p)] = group
         else:  # a duplicated producer is never visited for this group: consider its operands now
             for q in p.operands:
                 if group.contains(q) or (q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs)):
                     continue
-                if q.opcode == "constant" or _cheap(q) or id(p) in group.cone:
+                if q.opcode == "constant" or _cheap(q, self.ranges) or id(p) in group.cone:
                     reason = self._try_merge(group, q, owner, outputs)
                     if reason is not None and id(p) in group.cone:
                         self._explain(q, p, reason)
@@ -409,7 +408,7 @@ def _unique_comp_name(module: Module, hint: str) -> str:
     return name
 
 
-def unfused_stats(module: Module) -> dict[str, int]:
+def unfused_stats(module: Module) -> UnfusedBaseline:
     """The graph as its source ran it, one kernel per source op: launches, and modeled global-memory
     bytes (each op reads its inputs once and writes its outputs once). Instructions are grouped by the
     source node they came from (their first origin), so an op the importer expanded into several
@@ -431,7 +430,7 @@ def unfused_stats(module: Module) -> dict[str, int]:
         for i, o in enumerate(inst.operands):
             if (node_of.get(id(o)) != node or o.opcode in ("parameter", "constant")) and (node, id(o)) not in read:
                 read.add((node, id(o)))
-                nbytes += operand_read_bytes(inst, i)
+                nbytes += operand_read_bytes(inst, i, module.symbols)
         if id(inst) in root_values or any(node_of.get(id(u)) != node for u in inst.users if u.opcode != "tuple"):
-            nbytes += _bytes(inst)
-    return {"launches": len(launches), "bytes": nbytes}
+            nbytes += _bytes(inst, module.symbols)
+    return UnfusedBaseline(len(launches), nbytes)

@@ -2,12 +2,13 @@
 
 A cache is an entry parameter that reaches a `concatenate` (through views and copies) whose
 result reaches an entry output: the past keys/values in, the present ones out. The tokens are
-the concatenated dim. Recorded in module.stats["kv_cache"] for the memory-intent sidecar; the
+the concatenated dim. Recorded in module.analyses.kv_cache for the memory-intent sidecar; the
 module is not changed.
 """
 
 from __future__ import annotations
 
+from mlcc.hlo.analyses import KvCache
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.passes.pass_manager import Pass
@@ -42,7 +43,7 @@ class KvCacheAnalysis(Pass):
         comp = module.entry
         root = comp.root
         outputs = {id(o): i for i, o in enumerate(root.operands)} if root is not None and root.opcode == "tuple" else {}
-        found: dict[str, dict] = {}
+        found: dict[str, KvCache] = {}
         for inst in comp.instructions:
             if inst.opcode != "concatenate" or not inst.shape.is_static:
                 continue
@@ -55,9 +56,8 @@ class KvCacheAnalysis(Pass):
                 src = _source(op)
                 length = op.shape.dims[axis]
                 if src.opcode == "parameter":
-                    found[src.name] = {"input": src.attrs.get("name", src.name), "output_index": out,
-                                       "token_range": [start, start + length], "axis": axis,
-                                       "present_tokens": [0, inst.shape.dims[axis]]}
+                    found[src.name] = KvCache(src.attrs.get("name", src.name), out, [start, start + length],
+                                              axis, [0, inst.shape.dims[axis]])
                 start += length
-        module.stats["kv_cache"] = found
+        module.analyses.kv_cache = found
         return False

@@ -2,6 +2,9 @@
 
 The verifier runs after every pass that changed the module; a failure names the
 pass and the passes run before it. Fixed-point groups repeat until nothing changes.
+A Phase is a named group that requires module properties, records the ones it
+guarantees when it ends (the verifier's level rises with them), and is skipped
+when the module already is past it (IR text read back from a bundle).
 """
 
 from __future__ import annotations
@@ -9,12 +12,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from mlcc.errors import InternalError
-from mlcc.hlo.ir import Module
+from mlcc.hlo.ir import Module, Property
 from mlcc.hlo.printer import format_module
-from mlcc.hlo.symbolic import symbol_ranges
 from mlcc.hlo.verifier import VerifierError, verify_module
 
 
@@ -64,15 +66,28 @@ class Pipeline(Pass):
         options = options or PipelineOptions()
         self._history: list[str] = []
         self._dump_index = 0
+        done = done_phases(self.passes, module.properties)
+        self.skipped = [p.name for p in done]
         if options.dump_dir is not None:
             options.dump_dir.mkdir(parents=True, exist_ok=True)
             self._dump(module, "input", options)
-        with symbol_ranges(module.symbols):  # size decisions on symbolic dims use their ranges
-            return self._run_list(module, self.passes, options)
+        return self._run_list(module, [p for p in self.passes if p not in done], options)
 
     def _run_list(self, module: Module, passes: Sequence[Pass], options: PipelineOptions) -> bool:
         changed_any = False
         for p in passes:
+            if isinstance(p, Phase):
+                missing = [q.value for q in Property if q in p.requires - module.properties]
+                if missing:
+                    raise InternalError(f"phase {p.name} requires {', '.join(missing)} (passes run before: "
+                                        f"{', '.join(self._history) or 'none'})")
+                changed = self._run_list(module, p.passes, options)
+                changed_any |= changed
+                if not p.guarantees <= module.properties:
+                    module.properties |= p.guarantees
+                    if options.verify:  # the new properties raise the verifier's level
+                        self._verify(module, p.name, "phase")
+                continue
             if isinstance(p, FixedPoint):
                 for _ in range(options.max_iterations):
                     if not self._run_list(module, p.passes, options):
@@ -89,14 +104,17 @@ class Pipeline(Pass):
             if changed:
                 changed_any = True
                 if options.verify:
-                    try:
-                        verify_module(module)
-                    except VerifierError as e:
-                        before = ", ".join(self._history[:-1]) or "none"
-                        raise InternalError(f"invalid IR after pass {p.name} (passes run before: {before}): {e}") from e
+                    self._verify(module, p.name)
                 if options.dump_dir is not None:
                     self._dump(module, p.name, options)
         return changed_any
+
+    def _verify(self, module: Module, after: str, kind: str = "pass") -> None:
+        try:
+            verify_module(module)
+        except VerifierError as e:
+            before = ", ".join(self._history[:-1] if kind == "pass" else self._history) or "none"
+            raise InternalError(f"invalid IR after {kind} {after} (passes run before: {before}): {e}") from e
 
     def _dump(self, module: Module, pass_name: str, options: PipelineOptions) -> None:
         assert options.dump_dir is not None
@@ -111,3 +129,25 @@ class FixedPoint(Pass):
     def __init__(self, name: str, passes: Sequence[Pass]) -> None:
         self.name = name
         self.passes = list(passes)
+
+
+class Phase(Pass):
+    """A named stage of the pipeline: its passes run in order once the module has every property in
+    requires; when they are done the module has every property in guarantees. essential names the passes
+    the guarantees rest on: --disable-pass refuses them while a later phase requires what they establish."""
+
+    def __init__(self, name: str, passes: Sequence[Pass], requires: frozenset[Property] = frozenset(),
+                 guarantees: frozenset[Property] = frozenset(), essential: frozenset[str] = frozenset()) -> None:
+        self.name = name
+        self.passes = list(passes)
+        self.requires = requires
+        self.guarantees = guarantees
+        self.essential = essential
+
+
+def done_phases(passes: Collection[Pass], properties: Collection[Property]) -> list[Phase]:
+    """The phases a module with properties is already past: every phase up to the last one whose
+    guarantees it has (a module read back from text skips what its header shows was done)."""
+    phases = [p for p in passes if isinstance(p, Phase)]
+    last = max((i for i, p in enumerate(phases) if p.guarantees and p.guarantees <= set(properties)), default=-1)
+    return phases[:last + 1]

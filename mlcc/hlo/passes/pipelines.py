@@ -1,5 +1,6 @@
-"""The default optimization pipeline, in order: simplify, fold batch norms, recognize the
-ops the author wrote, simplify again, legalize, then views."""
+"""The optimization passes, in order: simplify, fold batch norms, recognize the ops the
+author wrote, simplify again, legalize. The whole compile pipeline, with the backend's
+phases after these, is mlcc/pipeline.py."""
 
 from __future__ import annotations
 
@@ -31,28 +32,18 @@ def recognition() -> list[Pass]:
             RecognizePooling()]
 
 
+def legalize() -> list[Pass]:
+    """Into the forms the backend's passes expect: splats as broadcasts, reshapes as bitcasts, an own
+    buffer for every output."""
+    return [SplatToBroadcast(), ReshapeToBitcast(), OutputCopies(), DeadCodeElimination()]
+
+
 def default_pipeline() -> Pipeline:
     return Pipeline("optimize", [
         cleanup(),
         BatchNormFolding(),
         *recognition(),
         cleanup(),
-        SplatToBroadcast(),
-        ReshapeToBitcast(),
-        OutputCopies(),
-        DeadCodeElimination(),
+        *legalize(),
     ])
 
-
-def pass_names(pipeline: Pipeline | None = None) -> list[str]:
-    """The names --disable-pass accepts: every pass in pipeline (default: the optimization pipeline)."""
-    names: list[str] = []
-
-    def walk(passes) -> None:
-        for p in passes:
-            if isinstance(p, FixedPoint):
-                walk(p.passes)
-            elif p.name not in names:
-                names.append(p.name)
-    walk((pipeline or default_pipeline()).passes)
-    return names

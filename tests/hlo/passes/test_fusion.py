@@ -11,7 +11,7 @@ CONV = "rhs_dilation={1,1}, dim_labels=bf01_oi01->bf01"
 
 
 def explanations(module) -> list[str]:
-    return module.stats["fusion_explanations"]
+    return module.analyses.fusion_explanations
 
 
 # ---- two convolutions in one output tile ----------------------------------------------------
