@@ -28,6 +28,7 @@ from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
 from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
+from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
 from mlcc.hlo.ir import Dim, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import ShapeError
 from mlcc.hlo.symbolic import NAME, Sym
@@ -545,10 +546,6 @@ class _GraphImporter:
 
 
 def _evaluate(scratch: Builder, outputs: list[Instruction]) -> list[np.ndarray] | None:
-    try:
-        from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
-    except ImportError:
-        return None
     scratch.finish(outputs, [f"out{i}" for i in range(len(outputs))])
     try:
         result = evaluate_computation(scratch.comp, [], scratch.module.constants)
