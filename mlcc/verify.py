@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.errors import InputMissingError, InvalidInputError
+from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
 from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
@@ -129,14 +129,26 @@ def load_npz(path: str | Path) -> dict[str, np.ndarray]:
         raise InvalidInputError(f"not a readable .npz file ({e})", file=str(p)) from None
 
 
+class ReferenceUnavailableError(UnsupportedError):
+    """onnxruntime cannot run the model (a kernel it lacks, such as bfloat16 Max on CPU): mlcc has no reference to
+    compare with unless the expected outputs are given."""
+
+
 def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
-    return dict(zip(names, sess.run(names, feed)))
+    try:
+        sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+        return dict(zip(names, sess.run(names, feed)))
+    except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ReferenceUnavailableError(f"onnxruntime cannot run this model, so there is no reference ({first}); "
+                                        f"give the expected outputs in --inputs as out:<name>",
+                                        file=Path(model_path).name) from None
 
 
 def compare(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],

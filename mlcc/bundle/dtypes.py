@@ -19,6 +19,17 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def as_dtype(array: Any, name: str) -> np.ndarray:
+    """``array`` as the bundle dtype ``name`` when it holds that dtype's bytes without its type: numpy writes an
+    ml_dtypes array (bfloat16, float8...) to an .npz as raw records (``|V2``), and np.load gives them back so.
+    Other arrays are returned as they are (their dtype is checked by whoever uses them)."""
+    array = np.asarray(array)
+    want = numpy_dtype(name)
+    if array.dtype.kind == "V" and array.dtype.names is None and array.dtype.itemsize == want.itemsize:
+        return array.view(want)
+    return array
+
+
 def torch_dtype(name: str) -> Any:
     """The torch dtype of a bundle dtype name."""
     import torch

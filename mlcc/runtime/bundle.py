@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.bundle.dtypes import numpy_dtype, torch_dtype
+from mlcc.bundle.dtypes import as_dtype, numpy_dtype, torch_dtype
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.layout import align, from_physical, to_physical
 from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
@@ -196,7 +196,7 @@ class Executable:
             raise BundleError(f"inputs do not match the bundle: missing {missing}, unexpected {extra}")
         out = {}
         for name, s in spec.items():
-            arr = np.asarray(inputs[name])
+            arr = as_dtype(inputs[name], s.numpy_dtype)  # bf16 read from an .npz comes back as |V2
             want = numpy_dtype(s.numpy_dtype)
             if arr.dtype != want:
                 if not np.can_cast(arr.dtype, want, casting="same_kind"):
