@@ -20,7 +20,7 @@ from mlcc.hlo.ir import Instruction, Module
 from mlcc.version import __version__
 
 if TYPE_CHECKING:
-    from mlcc.emit.kernel import Kernel
+    from mlcc.emit.codegen.kernel import Kernel
     from mlcc.tuning_db import TuningDb
 
 BYTECODE_MAGIC = b"ML\xefR"
@@ -170,7 +170,7 @@ Progress = Callable[[str, int, int], None]
 
 def compile_pipeline(precision: str = "fp32", io_layout: str = "row-major"):
     """Optimization (simplify, recognize), precision, then the backend's passes: layouts, views, fusion."""
-    from mlcc.emit.lower_module import fusion_kinds
+    from mlcc.emit.codegen.lower_module import fusion_kinds
     from mlcc.hlo.passes.dce import DeadCodeElimination
     from mlcc.hlo.passes.fusion import Fusion
     from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
@@ -261,7 +261,7 @@ def load_tuning(options: CompileOptions) -> TuningDb | None:
 
 def _schedule_and_lower(module: Module, target_names: list[str], tuning: TuningDb | None):
     """Buffer assignment, then a kernel per launch, configured for every target."""
-    from mlcc.emit.lower_module import lower_module
+    from mlcc.emit.codegen.lower_module import lower_module
     from mlcc.hlo.buffer_assignment import assign_buffers
 
     module.is_scheduled = True

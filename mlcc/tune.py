@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from mlcc.compiler import CompileOptions, lower_model
 from mlcc.emit.compile import parse_target
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.tiling import TILINGS, tunable, tuning_candidates
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype

@@ -131,7 +131,7 @@ def parse_tuning_db(data: Any, path: str) -> TuningDb:
 
 
 def _parse_kernel(kernel: Any, where: str, bad) -> TunedKernel:
-    from mlcc.emit.lower_module import tilings
+    from mlcc.emit.codegen.lower_module import tilings
     if not isinstance(kernel, dict):
         raise bad(where, "expected a mapping with 'template', 'ops' and 'targets'")
     unknown = sorted(set(map(str, kernel)) - set(_KERNEL_KEYS))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from mlcc.emit.compile import Binary, Target, compile_kernel
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 
 CACHE_FORMAT = 1
 

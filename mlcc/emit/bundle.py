@@ -17,7 +17,7 @@ import numpy as np
 from mlcc.device_models import DeviceModel
 from mlcc.emit.compile import Binary, Target
 from mlcc.emit.intent import build_intent
-from mlcc.emit.kernel import Kernel
+from mlcc.emit.codegen.kernel import Kernel
 from mlcc.hashing import file_sha256
 from mlcc.hlo.buffer_assignment import ALIGNMENT, BufferPlan, align
 from mlcc.hlo.dtypes import numpy_dtype

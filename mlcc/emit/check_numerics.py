@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.errors import InternalError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module

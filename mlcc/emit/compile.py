@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 
 _NV = re.compile(r"^sm_(\d+)a?$")
 _AMD = re.compile(r"^gfx[0-9a-f]+$")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 from mlcc.emit.gpu_specs import GpuSpec, gpu_spec
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.errors import InvalidInputError
 
 if TYPE_CHECKING:

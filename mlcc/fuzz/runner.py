@@ -317,7 +317,7 @@ def preload() -> None:
 
     import mlcc  # noqa: F401
     import mlcc.compiler  # noqa: F401
-    import mlcc.emit.lower_module  # noqa: F401
+    import mlcc.emit.codegen.lower_module  # noqa: F401
     import mlcc.frontend.onnx  # noqa: F401
     import mlcc.hlo.evaluator  # noqa: F401
     import mlcc.hlo.passes.pipelines  # noqa: F401

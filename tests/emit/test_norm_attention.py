@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import mlcc.emit.attention  # noqa: F401  (registers the attention lowering)
-import mlcc.emit.contraction  # noqa: F401  (registers dot/convolution, compiled below)
-import mlcc.emit.normalization  # noqa: F401  (registers softmax/layer-norm/rms-norm/batch-norm-inference)
+import mlcc.emit.codegen.attention  # noqa: F401  (registers the attention lowering)
+import mlcc.emit.codegen.contraction  # noqa: F401  (registers dot/convolution, compiled below)
+import mlcc.emit.codegen.normalization  # noqa: F401  (registers softmax/layer-norm/rms-norm/batch-norm-inference)
 from mlcc.emit.compile import compile_kernel, parse_target
-from mlcc.emit.kernel import lower
+from mlcc.emit.codegen.kernel import lower
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
 from tests.emit.harness import run_kernel

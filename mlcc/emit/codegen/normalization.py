@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mlcc.emit.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
+from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
                               upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
                               tl_type, triton_pointer)
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides,
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides,
                               merge_axes, numel, static_dims, strides, upper)
-from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
                              pointer_params, read_as_is)
-from mlcc.emit.indexing import Size, size
-from mlcc.emit.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
+from mlcc.emit.codegen.indexing import Size, size
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                               triton_pointer)
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import jinja2
 
-from mlcc.emit.coords import upper
-from mlcc.emit.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
+from mlcc.emit.codegen.coords import upper
+from mlcc.emit.codegen.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
                                 row_major_strides, size, size_code)
-from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
                               triton_pointer)
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape

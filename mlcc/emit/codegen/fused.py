@@ -24,9 +24,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlcc.emit.coords import is_wide, kernel_dims
-from mlcc.emit.indexing import Affine, Body, Mask, Size, interval, size, size_code
-from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
+from mlcc.emit.codegen.coords import is_wide, kernel_dims
+from mlcc.emit.codegen.indexing import Affine, Body, Mask, Size, interval, size, size_code
+from mlcc.emit.codegen.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.views import affine_view
 from mlcc.hlo.ir import Instruction, Shape

@@ -13,13 +13,13 @@ reduction kind, the row kernels' builders coming from mlcc/emit/normalization.py
 
 from __future__ import annotations
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
                               kernel_strides, lowest, merge_axes, numel, upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
-from mlcc.emit.normalization import ROW_KERNELS
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
+from mlcc.emit.codegen.normalization import ROW_KERNELS
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS

@@ -116,8 +116,8 @@ def template_dir() -> Path:
     override = os.environ.get("MLCC_TEMPLATE_DIR")
     if override:
         return Path(override)
-    here = Path(__file__).resolve().parent.parent
-    checkout = here.parent / "templates"
+    package = Path(__file__).resolve().parents[2]  # mlcc/ (this file is mlcc/emit/codegen/kernel.py)
+    checkout = package.parent / "templates"
     if checkout.is_dir():
         return checkout
     return Path(str(importlib.resources.files("mlcc") / "_templates"))
