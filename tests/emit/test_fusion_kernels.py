@@ -13,6 +13,7 @@ import mlcc.emit.codegen.attention  # noqa: F401  (registers fusion:attention)
 import mlcc.emit.codegen.contraction  # noqa: F401  (registers fusion:output)
 import mlcc.emit.codegen.reduction  # noqa: F401  (registers fusion:input)
 from mlcc.emit.check_numerics import check_numerics
+from mlcc.emit.codegen.body import Assign, ElementOp
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, cdiv, lower
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
@@ -656,7 +657,7 @@ def test_check_numerics_catches_an_epilogue_that_drops_its_bias(monkeypatch):
 
     def without_bias(template, **context):
         # the epilogue's add of the bias becomes a copy of the accumulator
-        body = [dict(s, kind="assign", x=s["args"][0]) if s["kind"] == "op" and s["op"] == "add" else s
+        body = [Assign(out=s.out, depth=s.depth, x=s.args[0]) if isinstance(s, ElementOp) and s.op == "add" else s
                 for s in context["epilogue"].body]
         context["epilogue"] = dataclasses.replace(context["epilogue"], body=body)
         return real_render(template, **context)

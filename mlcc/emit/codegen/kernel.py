@@ -21,7 +21,8 @@ from typing import Any, Callable
 
 import jinja2
 
-from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
+from mlcc.emit.codegen.elementwise import element_code
+from mlcc.emit.codegen.triton_types import tl_type, triton_type
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
 
@@ -62,11 +63,7 @@ class Kernel:
 
 
 def triton_pointer(shape: Shape) -> str:
-    return "*" + TRITON_TYPES[shape.dtype]
-
-
-def tl_type(dtype: str) -> str:
-    return TL_TYPES[dtype]
+    return "*" + triton_type(shape.dtype)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -129,6 +126,7 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.globals["tl_type"] = tl_type
+    env.globals["element_code"] = element_code  # an elementwise op statement's code (loop_ops.py.jinja)
     return env
 
 
