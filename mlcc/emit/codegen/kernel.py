@@ -56,6 +56,9 @@ class Kernel:
     signature: str = ""       # what the tuning database keys it by (mlcc/emit/lower_module.py)
     # Symbols whose values the kernel takes at run time, after the pointers (params sym_<name>, i32).
     scalars: list[str] = field(default_factory=list)
+    # The kernel-body IR it was rendered from, printed (mlcc/emit/codegen/body.py): for debugging, never
+    # part of the bundle. Loop kernels only; "" for the others.
+    body_ir: str = ""
 
     def config_for(self, target: str) -> LaunchConfig:
         """The launch config a binary for target is compiled and launched with."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlcc.emit.codegen.body import (Assign, BitcastConvert, Broadcast, Convert, ElementOp, Full, Index, Load, Select,
-                                    Store, Table)
+                                    Store, Table, format_body)
 from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.coords import upper
 from mlcc.emit.codegen.elementwise import has_code
@@ -554,11 +554,16 @@ def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[S
     return "s64" if max(upper(s.numel_expr()) for s in shapes) > INT32_SAFE else "s32"
 
 
-def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
-    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp)."""
+def _outputs(inst: Instruction) -> list[Shape]:
+    return list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
+
+
+def loop_body(comp: Computation, inst: Instruction) -> LoopEmitter:
+    """The emitter holding the body of inst's loop kernel (a loop fusion calling comp, or one op wrapped in
+    comp): its statements in ``em.body``, a store of each output at the end."""
     _check_fusible(comp)
     inputs = [op.shape for op in inst.operands]
-    outputs = list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
+    outputs = _outputs(inst)
     roots = list(comp.root.operands) if comp.root.opcode == "tuple" else [comp.root]
     first = outputs[0]
     if any(s.dims != first.dims for s in outputs):
@@ -577,10 +582,19 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
             v = em.value(root, coords, TAIL_MASK)
             offset = Affine.var(LINEAR) if shape.layout == first.layout else linear_offset(coords, _strides(shape))
             em.body.add(Store, None, False, ptr=f"out{k}", offset=offset, x=v.name, mask=TAIL_MASK)
+    return em
+
+
+def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
+    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp)."""
+    em = loop_body(comp, inst)
+    inputs, outputs = [op.shape for op in inst.operands], _outputs(inst)
+    n = size(outputs[0].numel_expr())
     symbols = kernel_symbols(*inputs, *outputs, *comp.instructions)
     params = [f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
     params += [f"sym_{s}" for s in symbols]
-    source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=em.body.live(),
+    body = em.body.live()
+    source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=body,
                     int64=em.body.index_dtype == "s64", linear=LINEAR, tail_mask=TAIL_MASK)
     hint = upper(n)  # tiles are chosen for the largest size in range
     gpu_block = min(GPU_BLOCK, max(128, next_pow2(hint)))
@@ -595,6 +609,7 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
         flops=hint * em.ops,
         extra={"numel": n if isinstance(n, int) else str(n), "index_dtype": em.body.index_dtype},
         scalars=symbols,
+        body_ir=format_body(body, em.body.inputs),
     )
 
 
