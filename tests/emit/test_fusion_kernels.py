@@ -1,5 +1,5 @@
 """Kernels of output, input and attention fusions: the heavy op's template with the fusion's loop ops
-computed as its prologue or epilogue (mlcc/emit/fused.py), run under Triton's interpreter and compared
+computed as its prologue or epilogue (mlcc/emit/codegen/fused.py), run under Triton's interpreter and compared
 with the reference evaluator's value of the fusion, i.e. of the unfused computation it replaced."""
 
 from __future__ import annotations

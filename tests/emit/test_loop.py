@@ -1,4 +1,4 @@
-"""Loop kernels (mlcc/emit/loop.py): every elementwise and data-movement op, and loop fusions,
+"""Loop kernels (mlcc/emit/codegen/loop.py): every elementwise and data-movement op, and loop fusions,
 run under Triton's interpreter and checked against numpy (and the numpy evaluator, which
 defines what each op means)."""
 

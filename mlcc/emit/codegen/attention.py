@@ -9,7 +9,7 @@ or missing dims. With fewer k/v heads than q heads (grouped-query), q head h
 reads kv head h // (Hq / Hkv).
 
 An attention fusion computes its mask in the kernel: the loop ops producing it are evaluated per
-[BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/fused.py), so the mask is never
+[BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/codegen/fused.py), so the mask is never
 materialized either; q, k and v are the fusion's parameters, read as they are.
 """
 
@@ -18,13 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
-                              upper)
+from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
+                                      numel, upper)
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                             needs_int64, pointer_params, read_in_place)
+                                     needs_int64, pointer_params, read_in_place)
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type, triton_pointer
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
+                                      triton_pointer)
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 from mlcc.emit.codegen.indexing import Affine, Mask
 from mlcc.errors import InternalError
 
-Number = Union[int, float, bool]
+Number = int | float | bool
 Clause = tuple[Affine, str, Affine]  # lhs op rhs, op one of >=, <, ==
 COMPARISONS = (">=", "<", "==")
 
@@ -363,52 +363,60 @@ def _is_int(dtype: str | None) -> bool:
     return dtype is not None and dtype[0] in "su" and dtype[1:].isdigit()
 
 
+class _Malformed(Exception):
+    """What is wrong with one statement (verify_body adds which statement, and the body)."""
+
+
 def verify_body(stmts: Sequence[object], inputs: Mapping[str, str], index_dtype: str) -> None:
     """Raise BodyError unless every statement is of a known kind, reads only variables defined before it
     (an input, or an earlier statement's out at its depth or outside) and gets operands of its dtypes."""
-    scopes: list[dict[str, str]] = [dict(inputs)]  # per open loop: the variables defined in it, with dtypes
+    types: dict[str, str] = dict(inputs)  # the variables in scope, with their dtypes
+    opened: list[list[str]] = []  # per open loop: the variables defined in it
     prev_depth, prev_for = 0, False
     for i, s in enumerate(stmts):
         if not isinstance(s, Stmt) or type(s) not in STATEMENT_KINDS.values():
             raise BodyError(f"statement {i}: unknown statement kind {type(s).__name__}",
                             format_body(stmts, inputs))
-
-        def fail(why: str) -> BodyError:
-            return BodyError(f"statement {i} ({s.text()}): {why}", format_body(stmts, inputs))
-
-        if s.depth < 0 or s.depth > prev_depth + prev_for or (prev_for and s.depth != prev_depth + 1):
-            raise fail(f"at depth {s.depth} after a statement at depth {prev_depth}"
-                       + (" opening a loop" if prev_for else ""))
-        del scopes[s.depth + 1:]
-        types = {name: dtype for scope in scopes for name, dtype in scope.items()}
-        for name in s.reads():
-            if name not in types:
-                raise fail(f"{name} is read before it is defined")
-        result = _check_types(s, types, index_dtype, fail)
-        if s.out is not None:
-            if s.out in types and not isinstance(s, (Assign, Select)):
-                raise fail(f"{s.out} is defined twice")
-            if s.out in types and types[s.out] != result:
-                raise fail(f"{s.out} is {types[s.out]}, assigned a {result}")
-            scopes[-1][s.out] = result
+        try:
+            if s.depth < 0 or s.depth > prev_depth + prev_for or (prev_for and s.depth != prev_depth + 1):
+                raise _Malformed(f"at depth {s.depth} after a statement at depth {prev_depth}"
+                                 + (" opening a loop" if prev_for else ""))
+            while len(opened) > s.depth:  # the loops this statement is after: their variables are gone
+                for name in opened.pop():
+                    del types[name]
+            for name in s.reads():
+                if name not in types:
+                    raise _Malformed(f"{name} is read before it is defined")
+            result = _result_type(s, types, index_dtype)
+            if s.out is not None and s.out in types:
+                if not isinstance(s, (Assign, Select)):
+                    raise _Malformed(f"{s.out} is defined twice")
+                if types[s.out] != result:
+                    raise _Malformed(f"{s.out} is {types[s.out]}, assigned a {result}")
+            elif s.out is not None:
+                types[s.out] = result
+                if opened:
+                    opened[-1].append(s.out)
+        except _Malformed as e:
+            raise BodyError(f"statement {i} ({s.text()}): {e}", format_body(stmts, inputs)) from None
         if isinstance(s, For):
-            scopes.append({})
+            opened.append([])
         prev_depth, prev_for = s.depth, isinstance(s, For)
     if prev_for:
         raise BodyError("the body ends with a loop header", format_body(stmts, inputs))
 
 
-def _check_types(s: Stmt, types: Mapping[str, str], index_dtype: str, fail) -> str | None:
-    """The dtype of s's result, after checking its operands' dtypes."""
+def _result_type(s: Stmt, types: Mapping[str, str], index_dtype: str) -> str | None:
+    """The dtype of s's result, after checking its operands' dtypes (raising _Malformed)."""
 
     def want_int(*names: str) -> None:
         for name in names:
             if not _is_int(types[name]):
-                raise fail(f"{name} is {types[name]}, not an integer index")
+                raise _Malformed(f"{name} is {types[name]}, not an integer index")
 
     def want(name: str, dtype: str) -> None:
         if types[name] != dtype:
-            raise fail(f"{name} is {types[name]}, expected {dtype}")
+            raise _Malformed(f"{name} is {types[name]}, expected {dtype}")
 
     if isinstance(s, Index):
         want_int(*s.reads())
@@ -421,7 +429,7 @@ def _check_types(s: Stmt, types: Mapping[str, str], index_dtype: str, fail) -> s
             want(s.base, "pred")
         for lhs, op, rhs in s.clauses:
             if op not in COMPARISONS:
-                raise fail(f"unknown comparison {op!r}")
+                raise _Malformed(f"unknown comparison {op!r}")
             want_int(*_vars(lhs), *_vars(rhs))
         return "pred"
     if isinstance(s, IndexValue):
@@ -446,7 +454,7 @@ def _check_types(s: Stmt, types: Mapping[str, str], index_dtype: str, fail) -> s
         for name in operands:
             want(name, s.dtype)
         if s.result not in (s.dtype, "pred"):
-            raise fail(f"an op on {s.dtype} gives {s.result}")
+            raise _Malformed(f"an op on {s.dtype} gives {s.result}")
         return s.result
     if isinstance(s, Select):
         want(s.cond, "pred")
@@ -456,4 +464,4 @@ def _check_types(s: Stmt, types: Mapping[str, str], index_dtype: str, fail) -> s
         return types[s.x]
     if isinstance(s, For):
         return "s32"
-    raise fail("no type rule")  # pragma: no cover - every kind in STATEMENT_KINDS has one above
+    raise _Malformed("no type rule")  # pragma: no cover - every kind in STATEMENT_KINDS has one above

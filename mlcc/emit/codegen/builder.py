@@ -13,8 +13,7 @@ from typing import Any
 
 from mlcc.emit.codegen.body import (Broadcast, Div, For, Index, IndexValue, MaskStmt, Mod, Stmt, Store, Widen,
                                     verify_body)
-from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Size, exact_quotient, interval, settled, size,
-                                        size_code)
+from mlcc.emit.codegen.indexing import NEVER, Affine, Mask, Size, exact_quotient, interval, settled, size, size_code
 
 
 class Body:

@@ -15,7 +15,7 @@ operands are widened to f32 first (bf16 products are exact in f32).
 
 An output fusion (a contraction plus an elementwise epilogue: bias, activation, residual, scale, cast)
 is the same kernel with the fused root evaluated on the accumulator tile before the store
-(mlcc/emit/fused.py); its operands are the fusion's parameters, read as they are. Two more shapes of
+(mlcc/emit/codegen/fused.py); its operands are the fusion's parameters, read as they are. Two more shapes of
 output fusion (mlcc/hlo/passes/fusion.py):
 - two convolutions at the same output coordinates: conv.py.jinja runs a K loop per convolution, each
   into its own accumulator (acc, acc_1), and the epilogue combines them (a ResNet shortcut added to the
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides,
-                              merge_axes, numel, static_dims, strides, upper)
-from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
-                             pointer_params, read_as_is)
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims,
+                                      kernel_strides, merge_axes, numel, static_dims, strides, upper)
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
+                                     needs_int64, pointer_params, read_as_is)
 from mlcc.emit.codegen.indexing import Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
-                              triton_pointer)
+                                      triton_pointer)
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape

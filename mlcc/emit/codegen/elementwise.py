@@ -18,7 +18,7 @@ Adding an elementwise op's kernel code is adding its entry here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from mlcc.emit.codegen.body import ElementOp
 from mlcc.emit.codegen.triton_types import tl_type
@@ -35,7 +35,7 @@ class Lines:
         object.__setattr__(self, "fields", fields)
 
 
-Entry = Union[str, Lines]
+Entry = str | Lines
 
 EXPR: dict[str, dict[str, Entry]] = {
     "abs": {"float": "tl.abs({x})", "signed": "tl.abs({x})", "unsigned": "{x}", "pred": "{x}"},
@@ -69,7 +69,8 @@ EXPR: dict[str, dict[str, Entry]] = {
     "subtract": {"any": "{x} - {y}", "pred": "{x} ^ {y}"},
     "multiply": {"any": "{x} * {y}", "pred": "{x} & {y}"},
     "divide": {"float": "{x} / {y}",
-               "signed": "tl.where({y} == 0, -1, tl.where({y} == -1, -{x}, {x} // tl.where(({y} == 0) | ({y} == -1), 1, {y})))",
+               "signed": "tl.where({y} == 0, -1, tl.where({y} == -1, -{x}, "
+                         "{x} // tl.where(({y} == 0) | ({y} == -1), 1, {y})))",
                "unsigned": "tl.where({y} == 0, {x} | ~{x}, {x} // tl.where({y} == 0, 1, {y}))"},
     "fmod": {"float": "{x} % {y}",
              "signed": "tl.where({y} == 0, {x}, {x} % tl.where(({y} == 0) | ({y} == -1), 1, {y}))",
@@ -83,14 +84,17 @@ EXPR: dict[str, dict[str, Entry]] = {
     "and": {"signed": "{x} & {y}", "unsigned": "{x} & {y}", "pred": "{x} & {y}"},
     "or": {"signed": "{x} | {y}", "unsigned": "{x} | {y}", "pred": "{x} | {y}"},
     "xor": {"signed": "{x} ^ {y}", "unsigned": "{x} ^ {y}", "pred": "{x} ^ {y}"},
-    "shift-left": {"signed": "tl.where(({y} >= 0) & ({y} < {BITS}), {x} << tl.where(({y} >= 0) & ({y} < {BITS}), {y}, 0), 0)",
+    "shift-left": {"signed": "tl.where(({y} >= 0) & ({y} < {BITS}), "
+                             "{x} << tl.where(({y} >= 0) & ({y} < {BITS}), {y}, 0), 0)",
                    "unsigned": "tl.where({y} < {BITS}, {x} << tl.where({y} < {BITS}, {y}, 0), 0)"},
     "shift-right-logical": {
-        "signed": "tl.where(({y} >= 0) & ({y} < {BITS}), ({x}.to({UT}, bitcast=True) >> tl.where(({y} >= 0) & ({y} < {BITS}), {y}, 0).to({UT})).to({T}, bitcast=True), 0)",
+        "signed": "tl.where(({y} >= 0) & ({y} < {BITS}), ({x}.to({UT}, bitcast=True) "
+                  ">> tl.where(({y} >= 0) & ({y} < {BITS}), {y}, 0).to({UT})).to({T}, bitcast=True), 0)",
         "unsigned": "tl.where({y} < {BITS}, {x} >> tl.where({y} < {BITS}, {y}, 0), 0)"},
     "shift-right-arithmetic": {
         "signed": "{x} >> tl.where(({y} >= 0) & ({y} < {BITS}), {y}, {BITS} - 1)",
-        "unsigned": "({x}.to({ST}, bitcast=True) >> tl.where({y} < {BITS}, {y}, {BITS} - 1).to({ST})).to({T}, bitcast=True)"},
+        "unsigned": "({x}.to({ST}, bitcast=True) >> tl.where({y} < {BITS}, {y}, {BITS} - 1).to({ST}))"
+                    ".to({T}, bitcast=True)"},
     "compare/EQ": {"any": "{x} == {y}"},
     "compare/NE": {"any": "{x} != {y}"},
     "compare/LT": {"any": "{x} < {y}", "pred": "{x}.to(tl.int8) < {y}.to(tl.int8)"},
@@ -98,7 +102,8 @@ EXPR: dict[str, dict[str, Entry]] = {
     "compare/GT": {"any": "{x} > {y}", "pred": "{x}.to(tl.int8) > {y}.to(tl.int8)"},
     "compare/GE": {"any": "{x} >= {y}", "pred": "{x}.to(tl.int8) >= {y}.to(tl.int8)"},
     "select": {"any": "tl.where({x}, {y}, {z})"},
-    "clamp": {"float": "tl.minimum(tl.maximum({y}, {x}, propagate_nan=tl.PropagateNan.ALL), {z}, propagate_nan=tl.PropagateNan.ALL)",
+    "clamp": {"float": "tl.minimum(tl.maximum({y}, {x}, propagate_nan=tl.PropagateNan.ALL), {z}, "
+                       "propagate_nan=tl.PropagateNan.ALL)",
               "signed": "tl.minimum(tl.maximum({y}, {x}), {z})", "unsigned": "tl.minimum(tl.maximum({y}, {x}), {z})",
               "pred": "({y} | {x}) & {z}"},
     "expm1": {"float": Lines("expm1", "x")},

@@ -53,7 +53,7 @@ class Kernel:
     # entry (those targets are in `tuned`); a target without one compiles and launches with gpu.
     targets: dict[str, LaunchConfig] = field(default_factory=dict)
     tuned: list[str] = field(default_factory=list)
-    signature: str = ""       # what the tuning database keys it by (mlcc/emit/lower_module.py)
+    signature: str = ""       # what the tuning database keys it by (mlcc/emit/codegen/lower_module.py)
     # Symbols whose values the kernel takes at run time, after the pointers (params sym_<name>, i32).
     scalars: list[str] = field(default_factory=list)
     # The kernel-body IR it was rendered from, printed (mlcc/emit/codegen/body.py): for debugging, never

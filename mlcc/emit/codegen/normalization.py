@@ -4,22 +4,22 @@ A row kernel gives each program BLOCK_ROWS rows of the normalized dims as a 2-D
 tile; a row longer than BLOCK_C is walked in chunks (a pass per statistic),
 one that fits is read once. Statistics are f32 (f64 for f64 inputs).
 
-As the heavy op of an input fusion (lowered in mlcc/emit/reduction.py), a row kernel computes x, the
+As the heavy op of an input fusion (lowered in mlcc/emit/codegen/reduction.py), a row kernel computes x, the
 scale and the bias from the fusion's loop ops at each chunk's coordinates, and the fused root from
-the normalized value y before storing it (mlcc/emit/fused.py).
+the normalized value y before storing it (mlcc/emit/codegen/fused.py).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
-                              upper)
+from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
+                                      numel, upper)
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
-                              tl_type, triton_pointer)
+                                      tl_type, triton_pointer)
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
 
@@ -154,7 +154,7 @@ def rms_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | N
     return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
 
 
-# the row kernels an input fusion's reduction may be (lowered in mlcc/emit/reduction.py)
+# the row kernels an input fusion's reduction may be (lowered in mlcc/emit/codegen/reduction.py)
 RowKernel = Callable[[Instruction, str, Instruction | None], Kernel]
 ROW_KERNELS: dict[str, RowKernel] = {"softmax": softmax_kernel, "layer-norm": layer_norm_kernel,
                                      "rms-norm": rms_norm_kernel}

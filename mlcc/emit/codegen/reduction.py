@@ -7,18 +7,19 @@ any set of reduced dims under any layout is one loop over a 2-D tile
 
 An input fusion (one reduction, the loop ops computing its operands, elementwise ops on its result)
 is the reduction's kernel with the operand's tiles computed where they would be loaded, and the fused
-root computed where the result would be stored (mlcc/emit/fused.py); its lowering is here for every
-reduction kind, the row kernels' builders coming from mlcc/emit/normalization.py.
+root computed where the result would be stored (mlcc/emit/codegen/fused.py); its lowering is here for every
+reduction kind, the row kernels' builders coming from mlcc/emit/codegen/normalization.py.
 """
 
 from __future__ import annotations
 
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
-                              kernel_strides, lowest, merge_axes, numel, upper)
+                                      kernel_strides, lowest, merge_axes, numel, upper)
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
-from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
+                                      triton_pointer)
 from mlcc.emit.codegen.normalization import ROW_KERNELS
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
