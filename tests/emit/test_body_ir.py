@@ -12,6 +12,7 @@ from mlcc.emit.codegen.elementwise import EXPR, Lines, element_code, has_code
 from mlcc.emit.codegen.indexing import Affine
 from mlcc.emit.codegen.kernel import lower
 from mlcc.emit.codegen.loop import LINEAR, TAIL_MASK, loop_body
+from mlcc.emit.codegen.lower_module import LOWERING_MODULES
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
@@ -211,3 +212,34 @@ def test_each_elementwise_entry_is_one_place():
     assert element_code(op("v1", "sqrt", "f64", "v0")).expr == "tl.sqrt(v0)"
     code = element_code(op("v2", "power", "s16", "v0", "v1"))
     assert (code.macro, code.args) == ("ipow", ("v0", "v1", 16, True))
+
+
+DOT_BIAS_RELU = """HloModule m
+%fused {
+  %p0 = f32[17,33]{1,0} parameter(0)
+  %p1 = f32[33,19]{0,1} parameter(1)
+  %p2 = f32[19]{0} parameter(2)
+  %d = f32[17,19]{1,0} dot(%p0, %p1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %b = f32[17,19]{1,0} broadcast(%p2), dimensions={1}
+  %a = f32[17,19]{1,0} add(%d, %b)
+  ROOT %r = f32[17,19]{1,0} relu(%a)
+}
+ENTRY %main {
+  %x = f32[17,33]{1,0} parameter(0)
+  %w = f32[33,19]{0,1} parameter(1)
+  %bias = f32[19]{0} parameter(2)
+  ROOT %f = f32[17,19]{0,1} fusion(%x, %w, %bias), kind=output, calls=%fused
+}
+"""
+
+
+def test_a_fused_kernel_prints_its_sections():
+    """An output fusion's epilogue: the accumulator (the template's acc) stands for the dot."""
+    assert LOWERING_MODULES  # importing the registry registered the contraction lowering
+    module = parse_module(DOT_BIAS_RELU)
+    verify_module(module)
+    assert lower(module.entry.root, "k").body_ir == """\
+epilogue:
+  e_v0 = load f32 in2[lane_n] if mask
+  e_v1 = op add(acc, e_v0): f32 -> f32
+  e_v2 = op relu(e_v1): f32 -> f32"""

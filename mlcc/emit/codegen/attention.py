@@ -22,7 +22,7 @@ from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, ker
                                       numel, upper)
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                                     needs_int64, pointer_params, read_in_place)
+                                     needs_int64, pointer_params, read_in_place, sections_ir)
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
@@ -259,7 +259,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops,
-                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols)
+                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols,
+                  body_ir=sections_ir(**fused))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,

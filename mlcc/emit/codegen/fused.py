@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from mlcc.emit.codegen.coords import is_wide, kernel_dims
-from mlcc.emit.codegen.body import Stmt
+from mlcc.emit.codegen.body import Stmt, format_body
 from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.indexing import Affine, Mask, Size, interval, size, size_code
 from mlcc.emit.codegen.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
@@ -139,6 +139,12 @@ class TileEmitter(LoopEmitter):
             out.append(Section(body, name, self.shape))
             start = end
         return out
+
+
+def sections_ir(**sections: Section | None) -> str:
+    """The printed body IR (Kernel.body_ir) of a kernel's fused sections, each under its name."""
+    return "\n".join(f"{name}:\n" + "\n".join("  " + line for line in format_body(sec.body).split("\n"))
+                     for name, sec in sections.items() if sec is not None)
 
 
 def broadcast_coords(coords: Coords, shape: Shape) -> Coords:

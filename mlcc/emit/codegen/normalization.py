@@ -16,7 +16,7 @@ from typing import Callable
 from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import Size
-from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
+from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params, sections_ir
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
                                       tl_type, triton_pointer)
@@ -95,7 +95,8 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
     return Kernel(kernel_name, "row_norm.py.jinja", source, pointers + ["i32"] * len(symbols),
                   gpu=_row_launch(num_rows, row_size, interpreter=False),
                   interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops,
-                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols)
+                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols,
+                  body_ir=sections_ir(**sections))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],

@@ -16,7 +16,8 @@ from __future__ import annotations
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
                                       kernel_strides, lowest, merge_axes, numel, upper)
 from mlcc.emit.codegen.indexing import Size
-from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
+from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params,
+                                     sections_ir)
 from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
                                       triton_pointer)
@@ -119,7 +120,8 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
                   gpu=_row_launch(num_out, num_red, interpreter=False),
                   interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops,
-                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols)
+                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols,
+                  body_ir=sections_ir(prologue=prologue, epilogue=fused_epilogue))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
