@@ -30,6 +30,7 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
+import mlcc
 from mlcc.errors import MlccError, UnsupportedError
 
 MAX_SPECIALIZATIONS = 16  # compiled variants a rep keeps for distinct values of its baked inputs
@@ -106,7 +107,6 @@ class _Compiled:
     """One bundle in a temporary directory, loaded; the directory goes when this object does."""
 
     def __init__(self, model: onnx.ModelProto, device: str) -> None:
-        import mlcc
         self._dir = tempfile.TemporaryDirectory(prefix="mlcc-backend-")
         out = os.path.join(self._dir.name, "bundle")
         mlcc.compile(model, out, targets=[], cache_dir="", quiet=True)

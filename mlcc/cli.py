@@ -246,7 +246,8 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
     """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
     import mlcc
     from mlcc.compiler import detect_format
-    from mlcc.verify import PRECISION_TOLERANCES, compare, load_npz, onnxruntime_outputs, random_inputs, symbol_sizes
+    from mlcc.verify import (PRECISION_TOLERANCES, compare, integer_ranges, load_npz, onnxruntime_outputs,
+                             random_inputs, symbol_sizes)
     with _diagnostics(as_json):
         with contextlib.ExitStack() as stack:
             out_dir = bundle or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-"))) / "b"
@@ -258,7 +259,8 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
             feeds = {n: data[n] for n in exe.input_names if n in data}
             runs = [feeds]
             if len(feeds) != len(exe.input_names):
-                runs = [random_inputs(exe.manifest["inputs"], seed, env)
+                ranges = integer_ranges(model) if detect_format(model) == "onnx" else {}
+                runs = [random_inputs(exe.manifest["inputs"], seed, env, ranges)
                         for env in symbol_sizes(exe.manifest.get("symbols", {}))]
             tol = PRECISION_TOLERANCES[precision]
             checks = []
@@ -361,7 +363,7 @@ def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes:
              precision: str | None, config_path: str | None, as_json: bool) -> None:
     """Time launch-config candidates of MODEL's matmul, convolution and attention kernels on this CUDA GPU
     and merge the fastest into a tuning database (exit 69 without a CUDA device)."""
-    from mlcc.tune import tune_model
+    from mlcc.emit.target.tune import tune_model
     with _diagnostics(as_json):
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, {"shapes": _parse_shapes(shapes) or None, "precision": precision}, cfg_file)

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
-from mlcc.hashing import file_sha256
+from mlcc.bundle.digest import file_sha256
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.version import __version__
 
 if TYPE_CHECKING:
     from mlcc.emit.codegen.kernel import Kernel
-    from mlcc.tuning_db import TuningDb
+    from mlcc.emit.target.targets import Target
+    from mlcc.emit.target.tuning_db import TuningDb
 
 BYTECODE_MAGIC = b"ML\xefR"
 
@@ -151,7 +152,7 @@ def _is_up_to_date(out_dir: Path, key: str) -> dict[str, Any] | None:
         return None
     if manifest.get("build", {}).get("key") != key:
         return None
-    from mlcc.emit.bundle import bundle_digest
+    from mlcc.bundle.digest import bundle_digest
     if manifest.get("bundle_sha256") != bundle_digest(out_dir):
         return None  # the bundle was edited or damaged since: rebuild
     return manifest
@@ -228,8 +229,7 @@ def _require_static_inputs(module: Module, file: str | None) -> None:
 
 def _checked_options(options: CompileOptions):
     """The targets, the device model and the pass pipeline the options name; UnsupportedError if one is unknown."""
-    from mlcc.device_models import device_model
-    from mlcc.emit.compile import TargetError, parse_targets
+    from mlcc.emit.target.targets import TargetError, device_model, parse_targets
 
     try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
         targets = parse_targets([t for t in options.targets if t.strip().lower() != "none"])
@@ -255,49 +255,50 @@ def load_tuning(options: CompileOptions) -> TuningDb | None:
     """The tuning database the options name (checked: exit 65 or 66 naming it), or None."""
     if not options.tuning_db:
         return None
-    from mlcc.tuning_db import load_tuning_db
-    return load_tuning_db(options.tuning_db)
+    from mlcc.emit.codegen.lower_module import tilings
+    from mlcc.emit.target.tuning_db import load_tuning_db
+    return load_tuning_db(options.tuning_db, tilings())
 
 
-def _schedule_and_lower(module: Module, target_names: list[str], tuning: TuningDb | None):
+def _schedule_and_lower(module: Module, targets: list[Target], tuning: TuningDb | None):
     """Buffer assignment, then a kernel per launch, configured for every target."""
     from mlcc.emit.codegen.lower_module import lower_module
     from mlcc.hlo.buffer_assignment import assign_buffers
 
     module.is_scheduled = True
     plan = assign_buffers(module)
-    kernels, launches = lower_module(module, plan, target_names, tuning)
+    kernels, launches = lower_module(module, plan, targets, tuning)
     return plan, kernels, launches
 
 
-def _require_tuned(kernels: dict[str, Kernel], target_names: list[str], tuning: TuningDb | None) -> None:
+def _require_tuned(kernels: dict[str, Kernel], targets: list[Target], tuning: TuningDb | None) -> None:
     """--require-tuned: every tunable (kernel, target) must have a tuning entry; list every one that has not."""
     from mlcc.emit.tiling import untuned
-    misses = untuned([kernels[n] for n in sorted(kernels)], target_names)
+    misses = untuned([kernels[n] for n in sorted(kernels)], targets)
     if misses:
-        listed = "; ".join(f"{k.name} ({k.template}) on {t}, signature {k.signature}" for k, t in misses)
+        listed = "; ".join(f"{k.name} ({k.template}) on {t.name}, signature {k.signature}" for k, t in misses)
         where = f"in {tuning.path}" if tuning is not None else "(no --tuning-db given)"
         raise UnsupportedError(f"--require-tuned: {len(misses)} kernel launch config(s) have no tuning entry "
                                f"{where}: {listed}")
 
 
 def lower_model(model: Any, options: CompileOptions,
-                target_names: list[str]) -> tuple[Module, dict[str, Kernel], list[tuple[Instruction, str]]]:
+                targets: list[Target]) -> tuple[Module, dict[str, Kernel], list[tuple[Instruction, str]]]:
     """The model's module, kernels and launches as a compile with options builds them, configured for
-    target_names by the heuristics alone (what `mlcc tune` measures against); nothing is written."""
+    targets by the heuristics alone (what `mlcc tune` measures against); nothing is written."""
     from mlcc.hlo.passes.pass_manager import PipelineOptions
 
     _, _, pipeline = _checked_options(options)
     module, _, _ = import_model(model, options)
     pipeline.run(module, PipelineOptions(disabled=frozenset(options.disable_passes)))
-    _, kernels, launches = _schedule_and_lower(module, target_names, None)
+    _, kernels, launches = _schedule_and_lower(module, targets, None)
     return module, kernels, launches
 
 
 def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progress | None) -> CompileResult:
     from mlcc.atomic import staged_directory
-    from mlcc.emit.build import build_binaries, default_cache_dir
-    from mlcc.emit.bundle import write_bundle
+    from mlcc.emit.target.build import build_binaries, default_cache_dir
+    from mlcc.emit.writer import write_bundle
     from mlcc.hlo.passes.pass_manager import PipelineOptions
 
     report = progress or (lambda stage, done, total: None)
@@ -326,10 +327,9 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
                                              disabled=frozenset(options.disable_passes)))
         report("passes", 1, 1)
-        target_names = [t.name for t in targets]
-        plan, kernels, launches = _schedule_and_lower(module, target_names, tuning)
+        plan, kernels, launches = _schedule_and_lower(module, targets, tuning)
         if options.require_tuned:
-            _require_tuned(kernels, target_names, tuning)
+            _require_tuned(kernels, targets, tuning)
         if options.check_numerics:
             from mlcc.emit.check_numerics import check_numerics
             report("numerics", 0, len(launches))

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mlcc.device_models import DeviceModel, device_model
+from mlcc.emit.target.targets import DeviceModel, device_model
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
 from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.parser import ParseError, parse_module
 
 # Triton pointer types of a kernel's result -> the device model's peak-FLOP/s class (as intent.json does).
 PEAK_CLASS = {"*fp16": "fp16", "*bf16": "bf16"}
@@ -54,7 +55,6 @@ def load_bundle(bundle: str | Path) -> Bundle:
     module = None
     ir_file = path / manifest.get("ir", "model.hlo")
     if _inside(path, ir_file) and ir_file.is_file():
-        from mlcc.hlo.parser import ParseError, parse_module
         try:
             module = parse_module(ir_file.read_text())
         except ParseError as e:

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError
-from mlcc.runtime.sizes import eval_size
+from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
     "float64": (1e-3, 1e-7), "float32": (1e-3, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5),
@@ -42,10 +42,11 @@ def symbol_sizes(symbols: Mapping[str, Any]) -> list[dict[str, int]]:
     return [p for i, p in enumerate(picks) if p not in picks[:i]]
 
 
-def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str, int] | None = None
-                  ) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats ~ N(0,1), integers in {0, 1} (valid ids and masks), random booleans; symbolic
-    dims at ``sizes``."""
+def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str, int] | None = None,
+                  ranges: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """Seeded inputs: floats ~ N(0,1), random booleans, integers over ``ranges[name]`` = [lo, hi) (the valid
+    indices of what the input indexes, see integer_ranges) or else in {0, 1} (masks, flags); symbolic dims at
+    ``sizes``."""
     rng = np.random.default_rng(seed)
     out = {}
     for s in spec:
@@ -57,8 +58,64 @@ def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str,
         elif dt.kind == "b":
             out[s["name"]] = rng.integers(0, 2, shape).astype(bool)
         else:
-            out[s["name"]] = rng.integers(0, 2, shape).astype(dt)
+            lo, hi = (ranges or {}).get(s["name"], (0, 2))
+            out[s["name"]] = rng.integers(lo, hi, shape).astype(dt)
     return out
+
+
+# Ops whose output holds the same integers as their first input (what an index flows through to a Gather).
+_PASS_THROUGH = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose", "Slice",
+                 "Concat", "Tile"}
+# op type -> (index input, the data input it indexes, the data axis: an attribute name and its default)
+_INDEXING = {"Gather": (1, 0, ("axis", 0)), "GatherElements": (1, 0, ("axis", 0))}
+
+
+def integer_ranges(model: Any) -> dict[str, tuple[int, int]]:
+    """For each integer graph input that indexes a tensor (token ids into an embedding table, positions into a
+    position table), the valid range [0, n) of the axis it indexes, read from the graph: the smallest such axis
+    when it indexes several. Inputs that index nothing (masks) are absent. ``model``: an onnx.ModelProto or a
+    path (read without external data: only shapes are needed)."""
+    import onnx
+    if not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model), load_external_data=False)
+    graph = model.graph
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - shapes are a help here: without them, initializers' dims still serve
+        inferred = graph
+    dims: dict[str, list[int | None]] = {}
+    for vi in list(inferred.value_info) + list(inferred.input) + list(inferred.output):
+        t = vi.type.tensor_type
+        if t.HasField("shape"):
+            dims[vi.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    dims.update({t.name: list(t.dims) for t in graph.initializer})
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    ranges: dict[str, tuple[int, int]] = {}
+    initializers = {t.name for t in graph.initializer}
+    for vi in graph.input:
+        if vi.name in initializers:
+            continue
+        sizes, todo, seen = [], [vi.name], set()
+        while todo:
+            value = todo.pop()
+            if value in seen:
+                continue
+            seen.add(value)
+            for node in consumers.get(value, []):
+                if node.op_type in _PASS_THROUGH and node.input and node.input[0] == value:
+                    todo.extend(node.output)
+                elif node.op_type in _INDEXING and node.input[_INDEXING[node.op_type][0]] == value:
+                    _, data, (attr, default) = _INDEXING[node.op_type]
+                    axis = next((a.i for a in node.attribute if a.name == attr), default)
+                    shape = dims.get(node.input[data])
+                    if shape and -len(shape) <= axis < len(shape) and shape[axis]:
+                        sizes.append(shape[axis])
+        if sizes:
+            ranges[vi.name] = (0, min(sizes))
+    return ranges
 
 
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:

@@ -88,7 +88,7 @@ def test_killed_compile_leaves_the_previous_bundle_and_the_next_compile_sweeps_d
     proc.wait()
     after = tree_hashes(out)
     if after != before:  # the kill came after the swap: then the new bundle is whole
-        from mlcc.emit.bundle import bundle_digest
+        from mlcc.bundle.digest import bundle_digest
         assert json.loads((out / "manifest.json").read_text())["bundle_sha256"] == bundle_digest(out)
     assert mlcc("compile", str(shared_models / "mlp.onnx"), "-o", str(out), "--target", "none", "--force").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]

@@ -9,8 +9,9 @@ import jsonschema
 import pytest
 
 import mlcc
-from mlcc.runtime.simulate import footprint, simulate
-from mlcc.schemas import load_schema
+from mlcc.bundle.memory import intent_footprint
+from mlcc.bundle.schemas import load_schema
+from mlcc.runtime.simulate import simulate
 
 ROOT_MODELS = ["bert_tiny", "gpt2_tiny", "convnet_noopt"]
 
@@ -102,7 +103,7 @@ def test_prefetches_start_early_enough_under_the_device_model(bundles):
 
 def test_intent_policy_moves_fewer_bytes_than_lru_and_near_belady(bundles):
     _, intent = _load(bundles["gpt2_tiny"])
-    budget = footprint(intent) // 2
+    budget = intent_footprint(intent) // 2
     moved = {p: simulate(intent, budget, p).bytes_moved for p in ("intent", "lru", "belady")}
     assert moved["intent"] <= 0.6 * moved["lru"]
     assert moved["intent"] <= 1.2 * moved["belady"]

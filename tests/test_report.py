@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mlcc
 from mlcc.cli import main
-from mlcc.device_models import device_model
+from mlcc.emit.target.targets import device_model
 from mlcc.hlo.parser import parse_module
 from mlcc.inspect import load_bundle, summarize
 from mlcc.report import write_report

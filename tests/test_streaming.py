@@ -14,7 +14,8 @@ import pytest
 
 import mlcc
 from mlcc.runtime import BundleError
-from mlcc.runtime.streaming import footprint, parse_budget, plan_streaming
+from mlcc.bundle.memory import footprint, parse_budget
+from mlcc.runtime.streaming import plan_streaming
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def test_streamed_run_is_bit_identical_and_within_budget(gpt2, budget):
     exe = mlcc.load(bundle, hbm_budget=budget)
     plan = exe.streamer.plan
     manifest, _ = _manifest_and_intent(bundle)
-    assert plan.streamed and plan.device_bytes <= parse_budget(budget, manifest) < footprint(manifest)
+    assert plan.streamed and plan.device_bytes <= parse_budget(budget, footprint(manifest)) < footprint(manifest)
     got = exe.run(inputs)
     for name in full:
         np.testing.assert_array_equal(got[name], full[name])
@@ -51,7 +52,7 @@ def test_streamed_run_is_bit_identical_and_within_budget(gpt2, budget):
 @pytest.mark.parametrize("budget", ["90%", "70%", "50%"])
 def test_staging_slots_never_overlap_while_both_are_live(gpt2, budget):
     manifest, intent = _manifest_and_intent(gpt2[0])
-    plan = plan_streaming(manifest, intent, parse_budget(budget, manifest))
+    plan = plan_streaming(manifest, intent, parse_budget(budget, footprint(manifest)))
     schedule = manifest["schedule"]
     for step, launch in enumerate(schedule):  # every streamed weight a step reads is fetched for that step
         for arg in launch["args"]:

@@ -265,7 +265,7 @@ def test_tune_without_a_gpu_exits_69(model, tmp_path):
 
 def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model, tmp_path, monkeypatch):
     """Timing needs a GPU; the rest of `mlcc tune` does not: here every kernel's last candidate "wins"."""
-    import mlcc.tune as tune
+    import mlcc.emit.target.tune as tune
     from mlcc.emit.tiling import tuning_candidates
     monkeypatch.setattr(tune, "device_target", lambda: "sm_90")
     winners = {}

@@ -12,11 +12,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mlcc.bundle.kernels import import_jit
+from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.errors import InternalError
 from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.evaluator import evaluate_instruction
 from mlcc.hlo.ir import Instruction, Module
-from mlcc.runtime.physical import from_physical, to_physical
 
 TOLERANCES = {"f64": (1e-6, 1e-9), "f32": (1e-3, 1e-5), "f16": (1e-2, 1e-3), "bf16": (5e-2, 1e-2)}
 
@@ -39,14 +41,15 @@ def _numpy_of(t, dtype: np.dtype) -> np.ndarray:
 def run_kernel(kernel: Kernel, inst: Instruction, inputs: Sequence[np.ndarray],
                config: LaunchConfig | None = None) -> list[np.ndarray]:
     """Run kernel (lowered from inst) under the interpreter: inputs laid out per the operands' layouts,
-    results returned as logical arrays."""
-    from mlcc.runtime.interpreter import load_kernel
+    results returned as logical arrays. The kernel source is loaded as a bundle's kernels/<name>.py is
+    (mlcc.bundle.kernels) and wrapped in Triton's interpreter here: the compiler does not import the runtime."""
+    from triton.runtime.interpreter import InterpretedFunction
 
     config = config or kernel.interpreter
     with tempfile.TemporaryDirectory(prefix="mlcc-check-") as tmp:
         path = Path(tmp) / f"{kernel.name}.py"
         path.write_text(kernel.source)
-        fn = load_kernel(path, kernel.name)
+        fn = InterpretedFunction(import_jit(path, kernel.name, prefix="mlcc_check").fn)
         args = []
         for op, arr in zip(inst.operands, inputs):
             arr = np.asarray(arr, dtype=numpy_dtype(op.shape.dtype))
@@ -65,7 +68,6 @@ class NumericsReport:
 
 
 def reference_values(module: Module, inputs: dict[str, np.ndarray]) -> dict[int, Any]:
-    from mlcc.hlo.evaluator import evaluate_instruction
     values: dict[int, Any] = {}
     for inst in module.entry.instructions:
         if inst.opcode == "parameter":

@@ -4,7 +4,7 @@ Both kernels are one tiled [M, K] x [K, N] product, a program per BLOCK_M x BLOC
 (grid axis 0, visited GROUP_M rows of tiles at a time) and per batch element or group (axis 1), so
 one function turns tiles into a launch config (matmul_config) for the heuristics, for tuning
 entries and for `mlcc tune`'s candidates alike. The heuristic for a GPU target takes the largest
-tiles its spec allows for the dtype (tensor-core tiles for f16/bf16, smaller ones for f32/f64 on FMA
+tiles it allows for the dtype (tensor-core tiles for f16/bf16, smaller ones for f32/f64 on FMA
 units), shrinks them until the programs fill the SMs, and pipelines the K loop as deep as the
 target's shared memory allows. The interpreter gets few big programs instead.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 
 from mlcc.emit.codegen.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most, upper
-from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.kernel import LaunchConfig, cdiv, grid_size, next_pow2
+from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES
@@ -42,10 +42,10 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
 
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
-                  whole_rows: bool = False, spec: GpuSpec = GENERIC) -> LaunchConfig:
+                  whole_rows: bool = False, target: Target = GENERIC) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
-    On a GPU the tiles follow spec (GENERIC: what every GPU can run)."""
+    On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
     problem = matmul_problem(m, n, k, batch, dtype, whole_rows)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
@@ -54,7 +54,7 @@ def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interprete
     if interpreter:
         tiles, warps, stages = _interpreter_tiles(problem)
     else:
-        tiles, warps, stages = _gpu_tiles(problem, spec)
+        tiles, warps, stages = _gpu_tiles(problem, target)
     return matmul_config(problem, tiles, warps, stages, interpreter)
 
 
@@ -101,9 +101,9 @@ def _product_tiles(m: int, n: int, k: int, cap_mn: int, budget: int) -> tuple[in
     return bm, bn, bk
 
 
-def _gpu_tiles(p: dict, spec: GpuSpec) -> tuple[dict[str, int], int, int]:
-    """The heuristic: the largest tiles spec allows for the dtype (smaller where the problem is), shrunk
-    until the programs fill the device's SMs, 8 warps for big tiles, spec's pipeline depth; then fewer
+def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
+    """The heuristic: the largest tiles target allows for the dtype (smaller where the problem is), shrunk
+    until the programs fill the device's SMs, 8 warps for big tiles, target's pipeline depth; then fewer
     stages (then shorter K and M tiles) until the tiles fit the shared memory."""
     m, n, k, dtype = p["m"], p["n"], p["k"], p["dtype"]
     if not uses_tl_dot(dtype):
@@ -115,24 +115,24 @@ def _gpu_tiles(p: dict, spec: GpuSpec) -> tuple[dict[str, int], int, int]:
         bk = clamp_pow2(k, 16, 64 if half else 32)
         bm = clamp_pow2(m, 16, max(MIN_DOT_TILE, (128 * 128 if half else 64 * 64) // bn))
     else:
-        cap_m, cap_n, cap_k = spec.half_tile if half else spec.float_tile
+        cap_m, cap_n, cap_k = target.half_tile if half else target.float_tile
         bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, 16, cap_k)
-        bm, bn = _fill_device(m, n, p["batch"], bm, bn, spec)
-    stages = spec.matmul_stages
-    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and stages > 1:
+        bm, bn = _fill_device(m, n, p["batch"], bm, bn, target)
+    stages = target.matmul_stages
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and stages > 1:
         stages -= 1
-    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and bk > MIN_DOT_TILE:
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > MIN_DOT_TILE:
         bk //= 2
-    while matmul_shared_bytes(p, bm, bn, bk, stages) > spec.shared_bytes and bm > MIN_DOT_TILE:
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bm > MIN_DOT_TILE:
         bm //= 2
-    warps = 8 if bm * bn >= spec.eight_warps_area else 4
+    warps = 8 if bm * bn >= target.eight_warps_area else 4
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, stages
 
 
-def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, spec: GpuSpec) -> tuple[int, int]:
+def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, target: Target) -> tuple[int, int]:
     """Halve the larger tile dim (down to 64) while there are fewer programs than SMs: a small product in
     big tiles leaves most of the GPU idle."""
-    while spec.sms and cdiv(m, bm) * cdiv(n, bn) * max(batch, 1) < spec.sms and max(bm, bn) > 64:
+    while target.sms and cdiv(m, bm) * cdiv(n, bn) * max(batch, 1) < target.sms and max(bm, bn) > 64:
         if bn >= bm:
             bn //= 2
         else:
@@ -165,23 +165,23 @@ _FLOAT_CANDIDATES = ((16, 64, 32), (32, 32, 32), (32, 64, 32), (64, 32, 32), (64
                      (64, 128, 16), (128, 64, 16), (128, 128, 16))
 
 
-def _stage_choices(spec: GpuSpec, small_tile: bool) -> list[int]:
-    """AMD's pipeliner: off or double-buffered. NVIDIA: around spec's depth, one deeper for small tiles."""
-    if spec.vendor == "amd":
+def _stage_choices(target: Target, small_tile: bool) -> list[int]:
+    """AMD's pipeliner: off or double-buffered. NVIDIA: around target's depth, one deeper for small tiles."""
+    if target.vendor == "amd":
         return [1, 2]
-    deeper = [spec.matmul_stages + 1] if small_tile else []
-    return [spec.matmul_stages - 1, spec.matmul_stages] + deeper
+    deeper = [target.matmul_stages + 1] if small_tile else []
+    return [target.matmul_stages - 1, target.matmul_stages] + deeper
 
 
-def _warp_choices(bm: int, bn: int, spec: GpuSpec) -> list[int]:
+def _warp_choices(bm: int, bn: int, target: Target) -> list[int]:
     """4 warps for small tiles (2 too for tiny ones), 8 for big ones, both in between."""
     area = bm * bn
-    if area * 2 <= spec.eight_warps_area:
+    if area * 2 <= target.eight_warps_area:
         return [4] if area > 32 * 32 else [2, 4]
-    return [8] if area >= 2 * spec.eight_warps_area else [4, 8]
+    return [8] if area >= 2 * target.eight_warps_area else [4, 8]
 
 
-def matmul_candidates(problem: dict, spec: GpuSpec) -> list[LaunchConfig]:
+def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
     """The configs `mlcc tune` times: each candidate tile shrunk to the problem, with the warps that suit its
     size and the stages that suit the target (tiling.tuning_candidates drops those that do not fit)."""
     m, n, k, dtype = problem["m"], problem["n"], problem["k"], problem["dtype"]
@@ -196,8 +196,8 @@ def matmul_candidates(problem: dict, spec: GpuSpec) -> list[LaunchConfig]:
         if not problem["whole_rows"]:
             bn = clamp_pow2(n, 16, bn)
         tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
-        for warps in _warp_choices(bm, bn, spec):
-            for stages in _stage_choices(spec, bm * bn <= 64 * 64):
+        for warps in _warp_choices(bm, bn, target):
+            for stages in _stage_choices(target, bm * bn <= 64 * 64):
                 config = matmul_config(problem, tiles, warps, stages)
                 if config not in configs:
                     configs.append(config)
@@ -215,8 +215,8 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     return None
 
 
-def matmul_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
-    return matmul_config(problem, *_gpu_tiles(problem, spec))
+def matmul_heuristic(problem: dict, target: Target) -> LaunchConfig:
+    return matmul_config(problem, *_gpu_tiles(problem, target))
 
 
 register_tiling(Tiling(heuristic=matmul_heuristic, tunable=("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"),

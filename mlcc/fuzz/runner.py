@@ -39,7 +39,10 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import onnx
 
-from mlcc.fuzz.generator import random_inputs
+import mlcc
+import mlcc.compiler  # noqa: F401 - imported here so forked children start warm
+from mlcc.errors import MlccError
+from mlcc.fuzz.generator import generate, random_inputs
 
 TOLERANCES = {"float32": (1e-3, 1e-5), "float16": (1e-3, 1e-5), "float64": (1e-3, 1e-7)}
 RMSE_FACTOR = {"float32": 2.0, "float16": 3.0, "float64": 2.0}
@@ -237,8 +240,6 @@ def _signature(kind: str, e: BaseException) -> str:
 
 def check_model(model: onnx.ModelProto, seed: int, workdir: Path) -> Outcome:
     """Compile ``model`` with mlcc, run it on inputs drawn from ``seed``, compare with onnxruntime."""
-    import mlcc
-    from mlcc.errors import MlccError
     feeds = random_inputs(model, seed)
     try:
         expected = ort_outputs(model, feeds)
@@ -279,7 +280,6 @@ def _declared_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
 
 def check_generated_seed(seed: int, workdir: Path, avoid: frozenset[str] = frozenset(),
                          max_nodes: int = 10) -> CaseResult:
-    from mlcc.fuzz.generator import generate
     start = time.monotonic()
     gm = generate(seed, max_nodes, avoid)
     outcome = check_model(gm.model, seed, workdir)
@@ -314,18 +314,7 @@ def preload() -> None:
     import onnxruntime  # noqa: F401
     import torch  # noqa: F401
     import triton  # noqa: F401
-
-    import mlcc  # noqa: F401
-    import mlcc.compiler  # noqa: F401
-    import mlcc.emit.codegen.lower_module  # noqa: F401
-    import mlcc.frontend.onnx  # noqa: F401
-    import mlcc.hlo.evaluator  # noqa: F401
-    import mlcc.hlo.passes.pipelines  # noqa: F401
-    import mlcc.runtime.bundle  # noqa: F401
-    try:
-        import mlcc.runtime.interpreter  # noqa: F401
-    except ImportError:
-        pass
+    # mlcc's own modules (compiler and runtime) are imported with this module.
 
 
 def run_isolated(tasks: Iterable[tuple[object, Callable[[Path], dict]]], jobs: int = 1,
@@ -387,7 +376,6 @@ def _seed_task(seed: int, avoid: frozenset[str], max_nodes: int) -> Callable[[Pa
 def run_seeds(seeds: Iterable[int], jobs: int = 1, timeout: float = CASE_TIMEOUT,
               avoid: frozenset[str] = frozenset(), max_nodes: int = 10) -> Iterator[CaseResult]:
     """Generate, compile, run and compare each seed's model in its own child process."""
-    from mlcc.fuzz.generator import generate
     tasks = ((s, _seed_task(s, avoid, max_nodes)) for s in seeds)
     for seed, payload, elapsed in run_isolated(tasks, jobs, timeout):
         outcome = Outcome(payload["status"], payload.get("kind"), payload.get("detail", ""),

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlcc.bundle.layout import ALIGNMENT, align  # noqa: F401 - the bundle format's alignment, named here too
 from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.opcodes import ops_with
 
 NO_KERNEL = frozenset({"parameter", "constant", "bitcast", "tuple", "get-tuple-element"})
-ALIGNMENT = 256
 
 
 def launches_kernel(inst: Instruction) -> bool:
     return inst.opcode not in NO_KERNEL
-
-
-def align(n: int, a: int = ALIGNMENT) -> int:
-    return -(-n // a) * a
 
 
 @dataclass
@@ -114,10 +111,7 @@ def assign_buffers(module: Module) -> BufferPlan:
     return plan
 
 
-ELEMENTWISE_IN_PLACE = frozenset({
-    "abs", "negate", "exp", "log", "sqrt", "rsqrt", "tanh", "erf", "logistic", "sin", "cos", "floor", "ceil",
-    "sign", "relu", "softplus", "reciprocal", "gelu", "convert", "add", "subtract", "multiply", "divide",
-    "maximum", "minimum", "power", "select", "clamp", "compare", "and", "or", "xor", "not"})
+ELEMENTWISE_IN_PLACE = ops_with("in_place_safe")
 
 
 def _elementwise_path_only(param: Instruction, root: Instruction) -> bool:

@@ -20,6 +20,7 @@ if _BF16 is not None:
     _TO_NUMPY["bf16"] = _BF16
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
+
 def numpy_dtype(dtype: str) -> np.dtype:
     return _TO_NUMPY[dtype]
 

@@ -1,14 +1,42 @@
-"""The one opcode table: spelling, arity, category and attributes of every op.
+"""The one opcode table: spelling, arity, category, attributes and properties of every op.
 
-Printer, parser, verifier, shape inference and the evaluator all read this table,
-as XLA's HLO_OPCODE_LIST feeds its tools.
+Printer, parser, verifier, shape inference, the evaluator and every pass read this table,
+as XLA's HLO_OPCODE_LIST feeds its tools. A pass that needs a group of ops (the elementwise
+ones, the views it may look through) asks ``ops_with(flag)`` instead of listing names, so a new
+op joins every group its flags name. FLAGS says what each flag promises.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 VARIADIC = -1
+
+FLAGS = {
+    # derived from the category
+    "elementwise": "each result element is a function of the operands' elements at its coordinates "
+                   "(category unary, binary or ternary)",
+    "data_movement": "moves, repeats or picks elements without arithmetic on them (category data)",
+    # set per op
+    "in_place_safe": "elementwise with result and operands of the same dims: its kernel reads each operand "
+                     "element once, at the coordinates it writes, before writing, so the result may "
+                     "overwrite a dying operand's buffer",
+    "loop_fusible": "computes each result element on its own from operand elements: may be a member of a loop "
+                    "fusion (elementwise ops and data movement except the scatters, which update a region "
+                    "of an operand and run as their own kernels)",
+    "no_kernel": "never launches a kernel of its own: arguments, constants, tuples, and bitcasts (a view "
+                 "of the operand's buffer)",
+    "view": "one operand, whose elements the result re-indexes or repeats without arithmetic and without "
+            "dropping any: a uniform operand gives a uniform result",
+    "logical_view": "a view whose map from operand dims to result dims follows from logical dims and "
+                    "attributes alone (not layouts), keeping the order of elements along every dim",
+    "strided_view": "the result is an offset plus non-negative strides into the operand's bytes: a kernel "
+                    "may read it from the operand's buffer",
+    "one_to_one": "each operand element becomes exactly one result element (value kept, or only converted): "
+                  "a tensor flowing through keeps its identity",
+}
+_DERIVED = {"unary": ("elementwise",), "binary": ("elementwise",), "ternary": ("elementwise",),
+            "data": ("data_movement",)}
 
 
 @dataclass(frozen=True)
@@ -19,6 +47,18 @@ class OpInfo:
     attrs: tuple[str, ...] = ()    # required attributes
     optional: tuple[str, ...] = () # optional attributes
     min_arity: int = 0             # for VARIADIC ops
+    flags: frozenset[str] = field(default=frozenset())  # see FLAGS; the category's are added
+
+    def __post_init__(self) -> None:
+        unknown = set(self.flags) - set(FLAGS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown op flags {sorted(unknown)}")
+        object.__setattr__(self, "flags", frozenset(self.flags) | frozenset(_DERIVED.get(self.category, ())))
+
+    def has(self, flag: str) -> bool:
+        if flag not in FLAGS:
+            raise KeyError(f"unknown op flag '{flag}'")
+        return flag in self.flags
 
 
 CATEGORIES = ("structural", "unary", "binary", "ternary", "data", "reduction",
@@ -28,44 +68,50 @@ _UNARY = ("abs", "negate", "exp", "expm1", "log", "log-plus-one", "sqrt", "rsqrt
           "tanh", "erf", "logistic", "sin", "cos", "tan", "asin", "acos", "atan",
           "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round-nearest-even",
           "round-nearest-afz", "sign", "not", "is-finite", "is-nan", "is-inf", "reciprocal",
-          "relu", "softplus", "popcnt")
+          "relu", "softplus", "mish", "popcnt")
 _BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "power", "maximum",
            "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
            "shift-right-logical")
 
+_EW = frozenset({"in_place_safe", "loop_fusible"})  # a plain elementwise op's flags
+_LOOP = frozenset({"loop_fusible"})
+_NO_KERNEL = frozenset({"no_kernel"})
+
 _TABLE: list[OpInfo] = [
     # structural
-    OpInfo("parameter", 0, "structural", ("index",), ("name",)),
-    OpInfo("constant", 0, "structural", (), ("value", "splat", "ref")),
-    OpInfo("tuple", VARIADIC, "structural"),
-    OpInfo("get-tuple-element", 1, "structural", ("index",)),
+    OpInfo("parameter", 0, "structural", ("index",), ("name",), flags=_NO_KERNEL),
+    OpInfo("constant", 0, "structural", (), ("value", "splat", "ref"), flags=_NO_KERNEL),
+    OpInfo("tuple", VARIADIC, "structural", flags=_NO_KERNEL),
+    OpInfo("get-tuple-element", 1, "structural", ("index",), flags=_NO_KERNEL),
     OpInfo("fusion", VARIADIC, "structural", ("kind", "calls")),
-    OpInfo("iota", 0, "data", ("iota_dimension",)),
-    OpInfo("size", 0, "data", ("expr",)),  # a scalar: the value of a size expression over symbolic dims
+    OpInfo("iota", 0, "data", ("iota_dimension",), flags=_LOOP),
+    OpInfo("size", 0, "data", ("expr",), flags=_LOOP),  # a scalar: the value of a size expression over symbolic dims
     # elementwise
-    *[OpInfo(n, 1, "unary") for n in _UNARY],
-    *[OpInfo(n, 2, "binary") for n in _BINARY],
-    OpInfo("compare", 2, "binary", ("direction",)),
-    OpInfo("select", 3, "ternary"),
-    OpInfo("clamp", 3, "ternary"),
-    OpInfo("convert", 1, "unary"),
-    OpInfo("bitcast-convert", 1, "unary"),
-    OpInfo("gelu", 1, "unary", ("approximate",)),
+    *[OpInfo(n, 1, "unary", flags=_EW) for n in _UNARY],
+    *[OpInfo(n, 2, "binary", flags=_EW) for n in _BINARY],
+    OpInfo("compare", 2, "binary", ("direction",), flags=_EW),
+    OpInfo("select", 3, "ternary", flags=_EW),
+    OpInfo("clamp", 3, "ternary", flags=_EW),
+    OpInfo("convert", 1, "unary", flags=_EW | {"one_to_one"}),
+    # not in_place_safe: between widths the dims differ (f32[n] <-> u8[n,4]), element i is not element i
+    OpInfo("bitcast-convert", 1, "unary", flags=_LOOP),
+    OpInfo("gelu", 1, "unary", ("approximate",), flags=_EW),
     # data movement
-    OpInfo("broadcast", 1, "data", ("dimensions",)),
-    OpInfo("reshape", 1, "data"),
-    OpInfo("bitcast", 1, "data"),
-    OpInfo("copy", 1, "data"),
-    OpInfo("transpose", 1, "data", ("dimensions",)),
-    OpInfo("slice", 1, "data", ("start_indices", "limit_indices", "strides")),
-    OpInfo("dynamic-slice", VARIADIC, "data", ("slice_sizes",), min_arity=1),
+    OpInfo("broadcast", 1, "data", ("dimensions",), flags=_LOOP | {"view", "logical_view"}),
+    OpInfo("reshape", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one"}),
+    OpInfo("bitcast", 1, "data", flags=_LOOP | {"no_kernel", "view", "strided_view", "one_to_one"}),
+    OpInfo("copy", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one"}),
+    OpInfo("transpose", 1, "data", ("dimensions",),
+           flags=_LOOP | {"view", "logical_view", "strided_view", "one_to_one"}),
+    OpInfo("slice", 1, "data", ("start_indices", "limit_indices", "strides"), flags=_LOOP | {"strided_view"}),
+    OpInfo("dynamic-slice", VARIADIC, "data", ("slice_sizes",), min_arity=1, flags=_LOOP),
     OpInfo("dynamic-update-slice", VARIADIC, "data", (), min_arity=2),
-    OpInfo("concatenate", VARIADIC, "data", ("dimension",), min_arity=1),
-    OpInfo("pad", 2, "data", ("edge_padding_low", "edge_padding_high", "interior_padding")),
-    OpInfo("reverse", 1, "data", ("dimensions",)),
-    OpInfo("gather", 2, "data", ("axis",)),
-    OpInfo("gather-elements", 2, "data", ("axis",)),
-    OpInfo("gather-nd", 2, "data", ("batch_dims",)),
+    OpInfo("concatenate", VARIADIC, "data", ("dimension",), min_arity=1, flags=_LOOP),
+    OpInfo("pad", 2, "data", ("edge_padding_low", "edge_padding_high", "interior_padding"), flags=_LOOP),
+    OpInfo("reverse", 1, "data", ("dimensions",), flags=_LOOP | {"view", "one_to_one"}),
+    OpInfo("gather", 2, "data", ("axis",), flags=_LOOP),
+    OpInfo("gather-elements", 2, "data", ("axis",), flags=_LOOP),
+    OpInfo("gather-nd", 2, "data", ("batch_dims",), flags=_LOOP),
     OpInfo("scatter-nd", 3, "data", ("reduction",)),
     # reductions
     OpInfo("reduce", 1, "reduction", ("dimensions", "kind")),
@@ -90,12 +136,21 @@ _TABLE: list[OpInfo] = [
 ]
 
 OPCODES: dict[str, OpInfo] = {info.name: info for info in _TABLE}
-UNARY_OPS = frozenset(_UNARY) | {"convert", "bitcast-convert", "gelu"}
-BINARY_OPS = frozenset(_BINARY) | {"compare"}
-ELEMENTWISE_OPS = UNARY_OPS | BINARY_OPS | {"select", "clamp"}
+UNARY_OPS = frozenset(info.name for info in _TABLE if info.category == "unary")
+BINARY_OPS = frozenset(info.name for info in _TABLE if info.category == "binary")
 COMPARE_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 REDUCE_KINDS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
 FUSION_KINDS = ("loop", "input", "output", "multi_output", "attention")
+
+
+def ops_with(flag: str) -> frozenset[str]:
+    """The opcodes whose table entry carries flag (see FLAGS)."""
+    if flag not in FLAGS:
+        raise KeyError(f"unknown op flag '{flag}'")
+    return frozenset(info.name for info in _TABLE if flag in info.flags)
+
+
+ELEMENTWISE_OPS = ops_with("elementwise")
 
 
 def op_info(opcode: str) -> OpInfo:

@@ -7,15 +7,19 @@ layout assignment chooses later. Raises ShapeError with a readable reason.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mlcc.hlo.ir import Dim, Shape, TupleShape, AnyShape
 from mlcc.hlo.opcodes import BINARY_OPS, OPCODES, UNARY_OPS
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product, symbols_of
 
 
 class ShapeError(ValueError):
     pass
+
+
+ShapeRule = Callable[[str, list, dict, "AnyShape | None"], AnyShape]
 
 
 def _same_dims(a: Shape, b: Shape, what: str) -> None:
@@ -68,14 +72,9 @@ def infer_shape(opcode: str, operands: Sequence[AnyShape], attrs: dict[str, Any]
     for s in ops:
         if s.is_tuple and opcode not in ("get-tuple-element", "tuple"):
             raise ShapeError(f"{opcode}: tuple-shaped operand")
-    fn = _RULES.get(opcode)
+    fn = SHAPE_RULES.get(opcode)
     if fn is None:
-        if opcode in UNARY_OPS:
-            fn = _unary
-        elif opcode in BINARY_OPS:
-            fn = _binary
-        else:
-            raise ShapeError(f"no shape rule for '{opcode}'")
+        raise ShapeError(f"no shape rule for '{opcode}'")
     return fn(opcode, ops, attrs, given)
 
 
@@ -418,7 +417,10 @@ def _fusion(opcode, ops, attrs, given):
     return _need_given(opcode, given)
 
 
-_RULES = {
+SHAPE_RULES: RuleTable[ShapeRule] = RuleTable("shape rule")
+SHAPE_RULES.register(*UNARY_OPS)(_unary)    # every elementwise op of the table's unary and binary
+SHAPE_RULES.register(*BINARY_OPS)(_binary)  # categories, so a new one needs no line here
+for _opcode, _fn in {
     "parameter": _given, "constant": _constant, "iota": _iota, "size": _size, "tuple": _tuple,
     "get-tuple-element": _gte, "fusion": _fusion,
     "select": _select, "clamp": _clamp,
@@ -432,4 +434,5 @@ _RULES = {
     "dot": _dot, "convolution": _convolution,
     "softmax": _same_as_first, "layer-norm": _same_as_first, "rms-norm": _same_as_first,
     "batch-norm-inference": _same_as_first, "attention": _attention,
-}
+}.items():
+    SHAPE_RULES.add(_opcode, _fn)

@@ -16,6 +16,8 @@ import contextvars
 import re
 from typing import Iterator, Mapping, Sequence
 
+from mlcc.bundle.sizes import SizeError, eval_size
+
 Monomial = tuple[str, ...]  # symbol names, sorted, repeated for powers; () is the constant term
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -256,7 +258,14 @@ def symbols_of(dims: Sequence["int | str | Sym"]) -> list[str]:
 
 
 def evaluate(d: "int | str | Sym", env: Mapping[str, int]) -> int:
-    return d if isinstance(d, int) else as_sym(d).evaluate(env)
+    """A dim's value for the symbols' values: a dim's text is evaluated as the runtime evaluates a manifest's
+    sizes (mlcc.bundle.sizes, the one grammar of size expressions), a Sym as its polynomial."""
+    if isinstance(d, Sym):
+        return d.evaluate(env)
+    try:
+        return eval_size(d, env)
+    except SizeError as e:
+        raise SymbolicError(str(e)) from None
 
 
 def upper(d: "int | str | Sym", ranges: Mapping[str, tuple[int, int]]) -> int:

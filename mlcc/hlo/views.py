@@ -8,17 +8,19 @@ slices of a fused QKV projection cost no copies.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Union
 
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo import symbolic
 from mlcc.hlo.symbolic import Sym, as_sym, number, sizes
 
 Size = Union[int, Sym]  # a symbolic dim's size or stride is a Sym (mlcc/hlo/symbolic.py)
 
-VIEW_OPS = frozenset({"bitcast", "slice", "transpose"})
+VIEW_OPS = ops_with("strided_view")
 
 
 @dataclass(frozen=True)
@@ -73,16 +75,20 @@ def _smaller(a: Size, b: Size) -> bool:
 
 
 
+def transposed_layout(operand_layout: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The result layout that makes transpose(x, perm) a bitcast of x."""
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return tuple(inv[d] for d in operand_layout)
 
 
 def _transpose_of(bitcast: Instruction) -> tuple[int, ...] | None:
     """The permutation a bitcast realizes when it re-labels its operand's dims (transpose-to-bitcast)."""
-    from mlcc.hlo.passes.layout_assignment import transposed_layout  # local: passes import this module too
     src = bitcast.operands[0].shape
     dst = bitcast.shape
     if src.rank != dst.rank or Counter(src.dims) != Counter(dst.dims):
         return None
-    import itertools
     if src.rank > 6:
         return None
     for perm in itertools.permutations(range(src.rank)):

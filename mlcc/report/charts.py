@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mlcc.device_models import DeviceModel
+from mlcc.emit.target.targets import DeviceModel
 from mlcc.inspect import human_bytes, human_seconds
 
 # Fusion kind -> fill colour (Tableau 10); kinds not listed take the next spare colour.

@@ -1,4 +1,5 @@
-"""Load a bundle and run it. Reads only the bundle's files: no compiler module is imported.
+"""Load a bundle and run it. Reads only the bundle's files, through the format's records (mlcc/bundle):
+no compiler module is imported.
 
 CPU: the bundle's Triton kernels run under Triton's interpreter, with the
 interpreter launch configs the compiler chose (big tiles, few programs).
@@ -17,30 +18,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.runtime.physical import from_physical, to_physical
-from mlcc.runtime.sizes import SizeError, eval_size
+from mlcc.bundle.dtypes import numpy_dtype, torch_dtype
+from mlcc.bundle.errors import BundleError
+from mlcc.bundle.layout import align, from_physical, to_physical
+from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
+from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
+from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
+from mlcc.bundle.sizes import SizeError, eval_size
+from mlcc.runtime.cuda import load_binary, load_source
+from mlcc.runtime.interpreter import load_kernel
+from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming
 
-# 2: a binary may need the grid of its own config; 3: symbolic sizes (mlcc/emit/bundle.py)
-SUPPORTED_SCHEMAS = (1, 2, 3)
-
-
-class BundleError(Exception):
-    """A bundle that cannot be loaded, or inputs that do not fit it. exit code 65 in the CLI."""
-
-
-def _numpy_dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-def _torch_dtype(name: str):
-    import torch
-    return {"bool": torch.bool, "int8": torch.int8, "int16": torch.int16, "int32": torch.int32,
-            "int64": torch.int64, "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
-            "uint64": torch.uint64, "float16": torch.float16, "bfloat16": torch.bfloat16,
-            "float32": torch.float32, "float64": torch.float64}[name]
+__all__ = ["BundleError", "Executable", "load"]
 
 
 def _as_bytes_tensor(arr: np.ndarray, device: str):
@@ -49,19 +38,38 @@ def _as_bytes_tensor(arr: np.ndarray, device: str):
     return torch.from_numpy(flat.copy()).to(device)
 
 
-def _typed(raw, numpy_dtype: str):
-    """Bytes seen as ``numpy_dtype``; no bytes, an empty tensor of that dtype: torch.from_numpy gives an
+def _typed(raw, dtype_name: str):
+    """Bytes seen as ``dtype_name``; no bytes, an empty tensor of that dtype: torch.from_numpy gives an
     empty array stride 0, and .view() of it as a wider dtype raises 'self.stride(-1) must be 1'."""
     import torch
     if raw.numel() == 0:
-        return torch.empty(0, dtype=_torch_dtype(numpy_dtype), device=raw.device)
-    return raw.view(_torch_dtype(numpy_dtype))
+        return torch.empty(0, dtype=torch_dtype(dtype_name), device=raw.device)
+    return raw.view(torch_dtype(dtype_name))
 
 
-def _to_numpy(t, numpy_dtype: np.dtype) -> np.ndarray:
+def _to_numpy(t, dtype: np.dtype) -> np.ndarray:
     import torch
     raw = t.detach().to("cpu").contiguous().view(torch.uint8).numpy()
-    return raw.view(numpy_dtype)
+    return raw.view(dtype)
+
+
+def read_manifest(path: Path) -> tuple[dict[str, Any], Manifest]:
+    """A bundle's manifest.json, as JSON and as records; BundleError if it is missing, not JSON, of a schema
+    version this runtime does not read, or missing what the format requires."""
+    try:
+        document = json.loads((path / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise BundleError(f"{path}: no manifest.json (not an mlcc bundle)") from None
+    except ValueError as e:
+        raise BundleError(f"{path}/manifest.json: not valid JSON ({e})") from None
+    version = document.get("schema_version") if isinstance(document, dict) else None
+    if version not in SUPPORTED_SCHEMAS:
+        raise BundleError(f"{path}: bundle schema {version} is not supported "
+                          f"(this runtime reads {', '.join(map(str, SUPPORTED_SCHEMAS))})")
+    try:
+        return document, Manifest.from_json(document)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BundleError(f"{path}/manifest.json: not a bundle manifest ({type(e).__name__}: {e})") from None
 
 
 class Executable:
@@ -71,34 +79,26 @@ class Executable:
         import torch
 
         self.path = Path(path)
-        try:
-            self.manifest = json.loads((self.path / "manifest.json").read_text())
-        except FileNotFoundError:
-            raise BundleError(f"{self.path}: no manifest.json (not an mlcc bundle)") from None
-        except ValueError as e:
-            raise BundleError(f"{self.path}/manifest.json: not valid JSON ({e})") from None
-        if self.manifest.get("schema_version") not in SUPPORTED_SCHEMAS:
-            raise BundleError(f"{self.path}: bundle schema {self.manifest.get('schema_version')} is not supported "
-                              f"(this runtime reads {', '.join(map(str, SUPPORTED_SCHEMAS))})")
+        self.manifest, m = read_manifest(self.path)  # the JSON (for callers), and the records this class reads
+        self.records = m
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             raise BundleError(f"unknown device '{device}' (cpu or cuda)")
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise BundleError("device 'cuda' requested but no CUDA device is available")
         self.device = device
-        m = self.manifest
-        weights_path = self.path / m["weights"]["file"]
-        self._arena = torch.zeros(max(m["memory_plan"]["arena_bytes"], 1), dtype=torch.uint8, device=device)
+        weights_path = self.path / m.weights.file
+        self._arena = torch.zeros(max(m.memory_plan.arena_bytes, 1), dtype=torch.uint8, device=device)
         self._static: dict[str, Any] = {}
         self.streamer = None
         if hbm_budget is None:
             self._weights = _as_bytes_tensor(np.fromfile(weights_path, dtype=np.uint8), device)
-            for w in m["weights"]["tensors"]:
-                self._static[w["name"]] = self._view(self._weights, w["offset"], w["bytes"], w["numpy_dtype"])
+            for w in m.weights.tensors:
+                self._static[w.name] = self._view(self._weights, w.offset, w.bytes, w.spec.numpy_dtype)
         else:
             self._load_streaming(weights_path, hbm_budget)
-        for b in m["memory_plan"]["buffers"]:
-            self._static[b["name"]] = self._view(self._arena, b["offset"], b["bytes"], b["numpy_dtype"])
-        self._kernels = {k["name"]: k for k in m["kernels"]}
+        for b in m.memory_plan.buffers:
+            self._static[b.name] = self._view(self._arena, b.offset, b.bytes, b.spec.numpy_dtype)
+        self._kernels: dict[str, KernelEntry] = {k.name: k for k in m.kernels}
         self._fns: dict[str, Any] = {}
         self._arch = self._device_arch() if device.startswith("cuda") else None
 
@@ -106,34 +106,33 @@ class Executable:
         """Resident weights packed on the device, the rest in (pinned) host memory, streamed per intent.json."""
         import torch
 
-        from mlcc.runtime.streaming import StreamingError, WeightStreamer, align, parse_budget, plan_streaming
         m = self.manifest
         try:
             intent = json.loads((self.path / "intent.json").read_text())
-            plan = plan_streaming(m, intent, parse_budget(hbm_budget, m))
+            plan = plan_streaming(m, intent, parse_budget(hbm_budget, footprint(m)))
         except FileNotFoundError:
             raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
-        except StreamingError as e:
+        except (StreamingError, BudgetSpecError) as e:
             raise BundleError(f"{self.path}: {e}") from None
         host = torch.from_numpy(np.fromfile(weights_path, dtype=np.uint8))
         if self.device.startswith("cuda"):
             host = host.pin_memory()
-        tensors = {w["name"]: w for w in m["weights"]["tensors"]}
+        tensors = {w.name: w for w in self.records.weights.tensors}
         resident = torch.empty(max(plan.resident_bytes, 1), dtype=torch.uint8, device=self.device)
         offset = 0
         for name in plan.resident:
             w = tensors[name]
-            resident[offset:offset + w["bytes"]].copy_(host[w["offset"]:w["offset"] + w["bytes"]])
-            self._static[name] = self._view(resident, offset, w["bytes"], w["numpy_dtype"])
-            offset += align(w["bytes"])
+            resident[offset:offset + w.bytes].copy_(host[w.offset:w.offset + w.bytes])
+            self._static[name] = self._view(resident, offset, w.bytes, w.spec.numpy_dtype)
+            offset += align(w.bytes)
         self._weights = resident
-        host_views = {n: self._view(host, tensors[n]["offset"], tensors[n]["bytes"], tensors[n]["numpy_dtype"])
+        host_views = {n: self._view(host, tensors[n].offset, tensors[n].bytes, tensors[n].spec.numpy_dtype)
                       for n in plan.streamed}
         self.streamer = WeightStreamer(plan, host_views, self.device)
 
     @staticmethod
-    def _view(base, offset: int, nbytes: int, numpy_dtype: str):
-        return _typed(base[offset:offset + nbytes], numpy_dtype)
+    def _view(base, offset: int, nbytes: int, dtype_name: str):
+        return _typed(base[offset:offset + nbytes], dtype_name)
 
     def _device_arch(self) -> str:
         import torch
@@ -148,51 +147,49 @@ class Executable:
         if fn is not None:
             return fn
         k = self._kernels[name]
-        source = self.path / k["source"]
+        source = self.path / k.source
         if self.device == "cpu":
-            from mlcc.runtime.interpreter import load_kernel
             fn = load_kernel(source, name)
-        elif self._arch in k["binaries"]:
-            from mlcc.runtime.cuda import load_binary
+        elif self._arch in k.binaries:
             fn = load_binary(self.path, k, self._arch)
         else:
-            from mlcc.runtime.cuda import load_source
             fn = load_source(source, name)
         self._fns[name] = fn
         return fn
 
-    def _grid(self, kernel: dict, launch: dict, env: Mapping[str, int]) -> tuple:
+    def _grid(self, kernel: KernelEntry, launch: Launch, env: Mapping[str, int]) -> tuple:
         """The grid of the binary this device runs: its own config's where it has one, else the schedule's."""
-        config = kernel["binaries"].get(self._arch, {}).get("config")
-        return tuple(eval_size(g, env) for g in (config["grid"] if config else launch["grid"]))
+        binary = kernel.binaries.get(self._arch)
+        config = binary.config if binary is not None else None
+        return tuple(eval_size(g, env) for g in (config.grid if config else launch.grid))
 
     # ---- running
     def _bind_symbols(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
         """Each symbol's value, read off the inputs' shapes; BundleError naming the input and dim when a
         shape disagrees with the manifest or a size is outside the symbol's range."""
-        ranges = self.manifest.get("symbols", {})
+        ranges = self.records.symbols
         env: dict[str, int] = {}
-        for s in self.manifest["inputs"]:  # a dim that is a bare symbol name binds it
-            for k, (d, n) in enumerate(zip(s["shape"], arrays[s["name"]].shape)):
+        for s in self.records.inputs:  # a dim that is a bare symbol name binds it
+            for k, (d, n) in enumerate(zip(s.spec.shape, arrays[s.name].shape)):
                 if isinstance(d, str) and d in ranges and d not in env:
                     lo, hi = ranges[d]
                     if not lo <= n <= hi:
-                        raise BundleError(f"input '{s['name']}': dim {k} ('{d}') is {n}, the bundle was built "
+                        raise BundleError(f"input '{s.name}': dim {k} ('{d}') is {n}, the bundle was built "
                                           f"for {d} in {lo}..{hi}")
                     env[d] = int(n)
-        for s in self.manifest["inputs"]:
-            arr = arrays[s["name"]]
+        for s in self.records.inputs:
+            arr = arrays[s.name]
             try:
-                want = [eval_size(d, env) for d in s["shape"]]
+                want = [eval_size(d, env) for d in s.spec.shape]
             except SizeError as e:
-                raise BundleError(f"input '{s['name']}': shape {s['shape']}: {e}") from None
+                raise BundleError(f"input '{s.name}': shape {s.spec.shape}: {e}") from None
             if list(arr.shape) != want:
-                raise BundleError(f"input '{s['name']}': shape {list(arr.shape)}, the bundle expects "
-                                  f"{s['shape']}" + (f" = {want} with {_show(env)}" if env else ""))
+                raise BundleError(f"input '{s.name}': shape {list(arr.shape)}, the bundle expects "
+                                  f"{s.spec.shape}" + (f" = {want} with {_show(env)}" if env else ""))
         return env
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        spec = {i["name"]: i for i in self.manifest["inputs"]}
+        spec = {i.name: i.spec for i in self.records.inputs}
         missing = [n for n in spec if n not in inputs]
         extra = [n for n in inputs if n not in spec]
         if missing or extra:
@@ -200,38 +197,39 @@ class Executable:
         out = {}
         for name, s in spec.items():
             arr = np.asarray(inputs[name])
-            want = _numpy_dtype(s["numpy_dtype"])
+            want = numpy_dtype(s.numpy_dtype)
             if arr.dtype != want:
                 if not np.can_cast(arr.dtype, want, casting="same_kind"):
                     raise BundleError(f"input '{name}': dtype {arr.dtype}, the bundle expects {want}")
                 arr = arr.astype(want)
-            if len(arr.shape) != len(s["shape"]):
-                raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s['shape']}")
+            if len(arr.shape) != len(s.shape):
+                raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s.shape}")
             out[name] = arr
         return out
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         import torch
+        m = self.records
         arrays = self._check_inputs(inputs)
         env = self._bind_symbols(arrays)
         buffers = dict(self._static)
-        for s in self.manifest["inputs"]:
-            phys = to_physical(arrays[s["name"]], s["layout"])
-            buffers[s["buffer"]] = _typed(_as_bytes_tensor(phys, self.device), s["numpy_dtype"])
-        out_dims = {s["name"]: [eval_size(d, env) for d in s["shape"]] for s in self.manifest["outputs"]}
-        for s in self.manifest["outputs"]:
-            n = int(np.prod(out_dims[s["name"]], dtype=np.int64))
-            buffers[s["buffer"]] = torch.empty(n, dtype=_torch_dtype(s["numpy_dtype"]), device=self.device)
+        for s in m.inputs:
+            phys = to_physical(arrays[s.name], s.spec.layout)
+            buffers[s.buffer] = _typed(_as_bytes_tensor(phys, self.device), s.spec.numpy_dtype)
+        out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
+        for s in m.outputs:
+            n = int(np.prod(out_dims[s.name], dtype=np.int64))
+            buffers[s.buffer] = torch.empty(n, dtype=torch_dtype(s.spec.numpy_dtype), device=self.device)
         cpu = self.device == "cpu"
-        for step, launch in enumerate(self.manifest["schedule"]):
-            k = self._kernels[launch["kernel"]]
-            fn = self._function(launch["kernel"])
+        for step, launch in enumerate(m.schedule):
+            k = self._kernels[launch.kernel]
+            fn = self._function(launch.kernel)
             if self.streamer is not None:
                 self.streamer.before_step(step, buffers)
-            args = [buffers[b] for b in launch["args"]] + [env[s] for s in launch.get("scalars", ())]
+            args = [buffers[b] for b in launch.args] + [env[s] for s in launch.scalars]
             if cpu:
-                cfg = k["interpreter"]
-                fn[tuple(eval_size(g, env) for g in cfg["grid"])](*args, **cfg["constexprs"])
+                cfg = k.interpreter
+                fn[tuple(eval_size(g, env) for g in cfg.grid)](*args, **cfg.constexprs)
             else:
                 fn(self._grid(k, launch, env), args, k)
             if self.streamer is not None:
@@ -239,19 +237,19 @@ class Executable:
         if not cpu:
             torch.cuda.synchronize(self.device)
         result = {}
-        for s in self.manifest["outputs"]:
-            flat = _to_numpy(buffers[s["buffer"]], _numpy_dtype(s["numpy_dtype"]))
+        for s in m.outputs:
+            flat = _to_numpy(buffers[s.buffer], numpy_dtype(s.spec.numpy_dtype))
             # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
-            result[s["name"]] = np.array(from_physical(flat, out_dims[s["name"]], s["layout"]), order="C")
+            result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
         return result
 
     @property
     def input_names(self) -> list[str]:
-        return [i["name"] for i in self.manifest["inputs"]]
+        return [i.name for i in self.records.inputs]
 
     @property
     def output_names(self) -> list[str]:
-        return [o["name"] for o in self.manifest["outputs"]]
+        return [o.name for o in self.records.outputs]
 
 
 def _show(env: Mapping[str, int]) -> str:

@@ -9,52 +9,41 @@ Triton for a device whose architecture the bundle was not built for.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
+
+from mlcc.bundle.kernels import import_jit
+from mlcc.bundle.manifest import KernelEntry
 
 
-def import_jit(source: Path, name: str) -> Any:
-    """The @triton.jit function `name` of a kernel source file."""
-    mod_name = f"mlcc_cuda_kernel_{abs(hash(str(source.resolve())))}_{name}"
-    spec = importlib.util.spec_from_file_location(mod_name, source)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load kernel source {source}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
-def load_binary(bundle: Path, kernel: dict, arch: str) -> Callable:
+def load_binary(bundle: Path, kernel: KernelEntry, arch: str) -> Callable:
     from triton.compiler import ASTSource
     from triton.compiler.compiler import CompiledKernel
 
-    entry = kernel["binaries"][arch]
-    jit_fn = import_jit(bundle / kernel["source"], kernel["name"])
-    constexprs = entry.get("config", kernel["gpu"])["constexprs"]   # what this binary was compiled with
+    entry = kernel.binaries[arch]
+    jit_fn = import_jit(bundle / kernel.source, kernel.name, prefix="mlcc_cuda_kernel")
+    constexprs = (entry.config or kernel.gpu).constexprs   # what this binary was compiled with
     runtime = [a for a in jit_fn.arg_names if a not in constexprs]
-    signature = dict(zip(runtime, kernel["arg_types"]))
+    signature = dict(zip(runtime, kernel.arg_types))
     signature.update({c: "constexpr" for c in constexprs})
     attrs = {(jit_fn.arg_names.index(a),): [["tt.divisibility", 16]]
-             for a, t in zip(runtime, kernel["arg_types"]) if t.startswith("*")}
+             for a, t in zip(runtime, kernel.arg_types) if t.startswith("*")}
     src = ASTSource(fn=jit_fn, signature=signature, constexprs=dict(constexprs), attrs=attrs)
-    binary = bundle / entry["path"]
-    group = {f"{entry['function']}.json": str(bundle / entry["metadata"]),
-             f"{entry['function']}.{binary.suffix[1:]}": str(binary)}
-    compiled = CompiledKernel(src, group, hash=kernel["name"])
+    binary = bundle / entry.path
+    group = {f"{entry.function}.json": str(bundle / entry.metadata),
+             f"{entry.function}.{binary.suffix[1:]}": str(binary)}
+    compiled = CompiledKernel(src, group, hash=kernel.name)
 
-    def run(grid: tuple, args: list, _kernel: dict) -> None:
+    def run(grid: tuple, args: list, _kernel: KernelEntry) -> None:
         compiled[grid](*args)
     return run
 
 
 def load_source(source: Path, name: str) -> Callable:
-    jit_fn = import_jit(source, name)
+    jit_fn = import_jit(source, name, prefix="mlcc_cuda_kernel")
 
-    def run(grid: tuple, args: list, kernel: dict) -> None:
-        cfg = kernel["gpu"]
-        jit_fn[grid](*args, **cfg["constexprs"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    def run(grid: tuple, args: list, kernel: KernelEntry) -> None:
+        cfg = kernel.gpu
+        jit_fn[grid](*args, **cfg.constexprs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
                      enable_fp_fusion=True)
     return run

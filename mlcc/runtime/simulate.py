@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PERSISTENT = ("WEIGHT", "CONSTANT", "KV_CACHE")
+from mlcc.bundle.intent import PERSISTENT
+from mlcc.bundle.memory import intent_footprint, parse_budget
 
 
 @dataclass
@@ -42,17 +43,6 @@ class SimResult:
 
 class BudgetError(ValueError):
     pass
-
-
-def footprint(intent: dict[str, Any]) -> int:
-    return sum(b["bytes"] for b in intent["buffers"])
-
-
-def parse_budget(spec: str, total: int) -> int:
-    spec = spec.strip()
-    if spec.endswith("%"):
-        return int(total * float(spec[:-1]) / 100)
-    return int(float(spec))
 
 
 class _Trace:
@@ -217,7 +207,7 @@ def simulate(intent: dict[str, Any], budget: int, policy: str, iterations: int =
 
 def simulate_bundle(bundle: str | Path, budget_spec: str, iterations: int = 3) -> dict[str, Any]:
     intent = json.loads((Path(bundle) / "intent.json").read_text())
-    total = footprint(intent)
+    total = intent_footprint(intent)
     budget = parse_budget(budget_spec, total)
     results = {p: simulate(intent, budget, p, iterations).to_json() for p in ("intent", "lru", "belady")}
     return {"footprint_bytes": total, "budget_bytes": budget, "iterations": iterations,

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlcc.runtime.sizes import eval_size
+from mlcc.bundle.layout import align
+from mlcc.bundle.memory import fixed_bytes
 
-ALIGNMENT = 256
 LOOKAHEADS = (1 << 30, 8, 4, 2, 1, 0)  # how many steps before its use a copy may start (the plan's, then fewer)
 
 
@@ -58,45 +58,6 @@ class StreamPlan:
         return {"budget": self.budget, "device_bytes": self.device_bytes, "fixed_bytes": self.fixed_bytes,
                 "resident_bytes": self.resident_bytes, "pool_bytes": self.pool_bytes,
                 "resident": len(self.resident), "streamed": len(self.streamed), "fetches": len(self.fetches)}
-
-
-def align(n: int) -> int:
-    """n rounded up to the alignment weights and staging slots keep on the device."""
-    return -(-n // ALIGNMENT) * ALIGNMENT
-
-
-def footprint(manifest: dict[str, Any]) -> int:
-    """Device bytes the bundle needs with every weight resident."""
-    weights = sum(align(w["bytes"]) for w in manifest["weights"]["tensors"])
-    return weights + _fixed_bytes(manifest)
-
-
-def _fixed_bytes(manifest: dict[str, Any]) -> int:
-    largest = {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
-    io = sum(align(max(1, _nbytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"])
-    return manifest["memory_plan"]["arena_bytes"] + io
-
-
-def _nbytes(spec: dict[str, Any], largest: dict[str, int]) -> int:
-    """An input's or output's bytes; with symbolic dims, at the largest sizes the bundle takes."""
-    from mlcc.runtime.bundle import _numpy_dtype
-    n = 1
-    for d in spec["shape"]:
-        n *= eval_size(d, largest)
-    return n * _numpy_dtype(spec["numpy_dtype"]).itemsize
-
-
-def parse_budget(spec: int | str, manifest: dict[str, Any]) -> int:
-    """Bytes, or a percentage of the footprint (``"50%"``)."""
-    if isinstance(spec, int):
-        return spec
-    text = str(spec).strip()
-    try:
-        if text.endswith("%"):
-            return int(footprint(manifest) * float(text[:-1]) / 100)
-        return int(float(text))
-    except ValueError:
-        raise StreamingError(f"bad memory budget {spec!r} (bytes, or a percentage such as 50%)") from None
 
 
 def _pack(fetches: list[tuple[str, int, int, int]]) -> tuple[list[Fetch], int]:
@@ -146,7 +107,7 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
         cost = float(e.get("eviction_cost") or 0.0) / max(1, weights[name]["bytes"])
         return (-horizon, cost, -weights[name]["bytes"], name)
 
-    fixed = _fixed_bytes(manifest)
+    fixed = fixed_bytes(manifest)
     used = [w for w in sorted(weights, key=key) if uses[w] and weights[w]["bytes"] > 0]  # empty ones stay put
     best: StreamPlan | None = None
     for count in range(len(used) + 1):  # stream one more weight until the plan fits

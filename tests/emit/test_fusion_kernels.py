@@ -702,7 +702,8 @@ ENTRY %main {
 
 
 def _compile(name: str, target: str) -> bytes:
-    from mlcc.emit.compile import compile_kernel, parse_target
+    from mlcc.emit.target.aot import compile_kernel
+    from mlcc.emit.target.targets import parse_target
     kernel = lower(fusion(AOT_CASES[name]), f"aot_fused_{name}")
     return compile_kernel(kernel, parse_target(target)).data
 

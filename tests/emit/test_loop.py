@@ -85,7 +85,7 @@ SIGNED = ("s8", "s32", "s64")
 UNSIGNED = ("u8", "u16", "u32", "u64")
 FLOAT_UNARY = ("exp", "expm1", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "tanh", "erf", "logistic",
                "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-               "floor", "ceil", "round-nearest-even", "round-nearest-afz", "reciprocal", "softplus",
+               "floor", "ceil", "round-nearest-even", "round-nearest-afz", "reciprocal", "softplus", "mish",
                "abs", "negate", "sign", "relu", "is-finite", "is-nan", "is-inf")
 INT_UNARY = ("abs", "negate", "sign", "relu", "not", "popcnt", "floor", "round-nearest-even", "is-finite")
 FLOAT_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "power", "maximum", "minimum",
@@ -96,7 +96,7 @@ INT_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "pow
 
 def _unary_cases():
     for op in FLOAT_UNARY:
-        for dt in (("f32", "f16", "bf16", "f64") if op in ("tanh", "erf", "exp", "atan", "sign") else ("f32",)):
+        for dt in (("f32", "f16", "bf16", "f64") if op in ("tanh", "erf", "exp", "atan", "sign", "mish") else ("f32",)):
             yield op, dt
     for op in ("floor", "round-nearest-even", "sqrt", "cbrt", "expm1", "log-plus-one", "asinh", "sinh"):
         yield op, "f64"
@@ -880,7 +880,8 @@ def _aot_kernels():
 
 
 def _check_binaries(targets: list[str]) -> None:
-    from mlcc.emit.compile import compile_kernel, parse_target
+    from mlcc.emit.target.aot import compile_kernel
+    from mlcc.emit.target.targets import parse_target
     for _, inst in _aot_kernels():
         kernel = lower(inst, "kernel")
         for target in targets:

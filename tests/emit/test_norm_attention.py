@@ -12,8 +12,9 @@ import torch.nn.functional as F
 import mlcc.emit.codegen.attention  # noqa: F401  (registers the attention lowering)
 import mlcc.emit.codegen.contraction  # noqa: F401  (registers dot/convolution, compiled below)
 import mlcc.emit.codegen.normalization  # noqa: F401  (registers softmax/layer-norm/rms-norm/batch-norm-inference)
-from mlcc.emit.compile import compile_kernel, parse_target
 from mlcc.emit.codegen.kernel import lower
+from mlcc.emit.target.aot import compile_kernel
+from mlcc.emit.target.targets import parse_target
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
 from tests.emit.harness import run_kernel

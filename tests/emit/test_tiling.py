@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from mlcc.emit.codegen.attention import attention_problem
-from mlcc.emit.matmul_tiles import matmul_problem
-from mlcc.emit.gpu_specs import gpu_spec
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, lower
 from mlcc.emit.codegen.lower_module import tilings
+from mlcc.emit.matmul_tiles import matmul_problem
+from mlcc.emit.target.targets import parse_target
 from mlcc.emit.tiling import TILINGS, tuned_config, tuning_candidates
 from mlcc.hlo.parser import parse_module
 from tests.emit.harness import run_kernel
@@ -56,9 +56,9 @@ def all_kernels() -> list[Kernel]:
 @pytest.mark.parametrize("target", sorted(LIMITS))
 def test_candidates_fit_the_targets_shared_memory_and_threads(target):
     for kernel in all_kernels():
-        candidates = tuning_candidates(kernel, target)
+        candidates = tuning_candidates(kernel, parse_target(target))
         assert len(candidates) > 1, kernel.extra["problem"]
-        assert candidates[0] == TILINGS[kernel.template].heuristic(kernel.extra["problem"], gpu_spec(target))
+        assert candidates[0] == TILINGS[kernel.template].heuristic(kernel.extra["problem"], parse_target(target))
         for c in candidates:
             assert shared_estimate(kernel, c) <= LIMITS[target], (kernel.extra["problem"], c)
             assert c.num_warps * WARP[target] <= 1024
@@ -69,7 +69,7 @@ def test_candidates_fit_the_targets_shared_memory_and_threads(target):
 def test_every_candidate_computes_every_output_tile(kernel):
     p = kernel.extra["problem"]
     for target in LIMITS:
-        for c in tuning_candidates(kernel, target):
+        for c in tuning_candidates(kernel, parse_target(target)):
             if kernel.template == "attention.py.jinja":
                 assert c.grid == (math.ceil(p["sq"] / c.constexprs["BLOCK_M"]), p["batch_heads"], 1)
             else:
@@ -81,7 +81,7 @@ def test_every_candidate_computes_every_output_tile(kernel):
 
 def heuristic(template: str, problem: dict, target: str) -> LaunchConfig:
     tilings()
-    return TILINGS[template].heuristic(problem, gpu_spec(target))
+    return TILINGS[template].heuristic(problem, parse_target(target))
 
 
 def test_h100_pipelines_deeper_and_tiles_wider_than_a100_for_a_big_half_matmul():
@@ -116,21 +116,21 @@ def test_a_small_matmul_gets_smaller_tiles_to_fill_the_sms():
 def test_tuned_config_rejects_tiles_the_problem_or_target_cannot_take():
     rows = kernel_of("matmul.py.jinja", matmul_problem(256, 768, 3072, 1, "f16", whole_rows=True))
     ok = {"BLOCK_M": 16, "BLOCK_N": 1024, "BLOCK_K": 32, "GROUP_M": 8}
-    assert tuned_config(rows, gpu_spec("sm_90"), ok, 4, 2).constexprs["BLOCK_N"] == 1024
+    assert tuned_config(rows, parse_target("sm_90"), ok, 4, 2).constexprs["BLOCK_N"] == 1024
     with pytest.raises(ValueError, match="span all 768 columns"):
-        tuned_config(rows, gpu_spec("sm_90"), {**ok, "BLOCK_N": 512}, 4, 2)
+        tuned_config(rows, parse_target("sm_90"), {**ok, "BLOCK_N": 512}, 4, 2)
     with pytest.raises(ValueError, match="shared memory"):
-        tuned_config(rows, gpu_spec("gfx942"), {**ok, "BLOCK_K": 64}, 4, 2)
+        tuned_config(rows, parse_target("gfx942"), {**ok, "BLOCK_K": 64}, 4, 2)
     plain = kernel_of("matmul.py.jinja", matmul_problem(512, 512, 512, 1, "f32"))
     with pytest.raises(ValueError, match=">= 16"):
-        tuned_config(plain, gpu_spec("sm_80"), {"BLOCK_M": 8, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
+        tuned_config(plain, parse_target("sm_80"), {"BLOCK_M": 8, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 4, 3)
     with pytest.raises(ValueError, match="missing constexpr GROUP_M"):
-        tuned_config(plain, gpu_spec("sm_80"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)
+        tuned_config(plain, parse_target("sm_80"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32}, 4, 3)
     with pytest.raises(ValueError, match="1024 threads"):
-        tuned_config(plain, gpu_spec("gfx942"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 32, 2)
+        tuned_config(plain, parse_target("gfx942"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, 32, 2)
     att = kernel_of("attention.py.jinja", attention_problem(512, 512, 64, 64, 8, "f16"))
     with pytest.raises(ValueError, match="BLOCK_D is 64"):
-        tuned_config(att, gpu_spec("sm_90"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": 128}, 4, 2)
+        tuned_config(att, parse_target("sm_90"), {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_D": 128}, 4, 2)
 
 
 DOT = """  %a = f32[40,72]{1,0} parameter(0)
@@ -164,9 +164,9 @@ def test_every_candidates_tiles_compute_the_same_result_in_the_interpreter(body)
     dtype = np.float32 if body is DOT else np.float16
     inputs = [rng.standard_normal(tuple(op.shape.dims)).astype(dtype) for op in inst.operands]
     expected = numpy_reference(body, inputs)
-    configs = [c for target in LIMITS for c in tuning_candidates(kernel, target)]
+    configs = [c for target in LIMITS for c in tuning_candidates(kernel, parse_target(target))]
     if body is DOT:   # a tuning entry may set any GROUP_M, not only the candidates' 8
-        configs += [tuned_config(kernel, gpu_spec("sm_90"), {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16,
+        configs += [tuned_config(kernel, parse_target("sm_90"), {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16,
                                                               "GROUP_M": group}, 4, 2) for group in (1, 3)]
     seen = set()
     for config in configs:

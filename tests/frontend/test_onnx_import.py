@@ -435,8 +435,8 @@ def test_large_external_weights_are_memory_mapped_not_read(tmp_path: Path) -> No
 
 def test_bundle_of_mapped_weights_written_in_slabs_matches_onnxruntime(tmp_path: Path, monkeypatch) -> None:
     import mlcc
-    import mlcc.emit.bundle
-    monkeypatch.setattr(mlcc.emit.bundle, "CHUNK_BYTES", 64 << 10)  # many slabs, each of a few rows
+    import mlcc.emit.writer.bundle
+    monkeypatch.setattr(mlcc.emit.writer.bundle, "CHUNK_BYTES", 64 << 10)  # many slabs, each of a few rows
     path, _ = _large_weights_model(tmp_path)
     mlcc.compile(path, tmp_path / "b", targets=[], cache_dir="")
     x = np.random.default_rng(5).standard_normal((3, 512)).astype(np.float32)
@@ -446,12 +446,12 @@ def test_bundle_of_mapped_weights_written_in_slabs_matches_onnxruntime(tmp_path:
 
 @pytest.mark.parametrize("layout", [(1, 0), (0, 1)], ids=["row-major", "column-major"])
 def test_weights_written_in_slabs_are_the_layouts_bytes(tmp_path: Path, monkeypatch, layout) -> None:
-    import mlcc.emit.bundle
-    from mlcc.runtime.physical import to_physical
-    monkeypatch.setattr(mlcc.emit.bundle, "CHUNK_BYTES", 1000)
+    import mlcc.emit.writer.bundle
+    from mlcc.bundle.layout import to_physical
+    monkeypatch.setattr(mlcc.emit.writer.bundle, "CHUNK_BYTES", 1000)
     arr = np.random.default_rng(6).standard_normal((37, 29)).astype(np.float32)
     with open(tmp_path / "w.bin", "wb") as f:
-        assert mlcc.emit.bundle._write_physical(f, arr, layout) == arr.nbytes
+        assert mlcc.emit.writer.bundle._write_physical(f, arr, layout) == arr.nbytes
     assert (tmp_path / "w.bin").read_bytes() == to_physical(arr, layout).tobytes()
 
 

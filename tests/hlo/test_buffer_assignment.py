@@ -46,3 +46,23 @@ def test_live_buffers_never_overlap_except_an_elementwise_kernel_writing_over_it
     # c over b, two slots suffice from step 2 on, and a, b/c, d fit in three.
     assert plan.lower_bound == 3 * 16384
     assert plan.arena_bytes <= plan.lower_bound
+
+
+def test_every_in_place_safe_elementwise_op_writes_over_its_dying_operand():
+    # The set used to be a hand list that left out 25 elementwise ops (expm1, cbrt, tan, the shifts...):
+    # their kernels read each element once, at the coordinates they write, like exp's.
+    for op, dtype in (("expm1", "f32"), ("cbrt", "f32"), ("tan", "f32"), ("shift-left", "s32"),
+                      ("atan2", "f32"), ("round-nearest-even", "f32")):
+        operands = "%b, %x" if op in ("shift-left", "atan2") else "%b"
+        plan = assign_buffers(parse_module(f"""HloModule m, output_names={{y}}
+
+ENTRY %main {{
+  %x = {dtype}[64,64]{{1,0}} parameter(0), name=x
+  %a = {dtype}[64,64]{{1,0}} negate(%x)
+  %b = {dtype}[64,64]{{1,0}} negate(%a)
+  %c = {dtype}[64,64]{{1,0}} {op}({operands})
+  %y = {dtype}[64,64]{{1,0}} negate(%c)
+  ROOT %t = ({dtype}[64,64]{{1,0}}) tuple(%y)
+}}
+"""))
+        assert plan.in_place == {"b": "a", "c": "b"}, op

@@ -21,7 +21,7 @@ from mlcc.hlo.ir import Shape
 from mlcc.hlo.opcodes import OPCODES
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
-from mlcc.runtime.physical import from_physical, to_physical
+from mlcc.bundle.layout import from_physical, to_physical
 
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 
@@ -96,7 +96,7 @@ TORCH_UNARY = {
     "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh,
     "acosh": torch.acosh, "atanh": torch.atanh, "floor": torch.floor, "ceil": torch.ceil,
     "round-nearest-even": torch.round, "sign": torch.sign, "reciprocal": torch.reciprocal, "relu": torch.relu,
-    "softplus": lambda t: F.softplus(t, threshold=1e9),
+    "softplus": lambda t: F.softplus(t, threshold=1e9), "mish": F.mish,
 }
 
 
@@ -123,7 +123,7 @@ def test_unary_f64_keeps_double_precision(opcode):
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("opcode", ["exp", "tanh", "erf", "logistic", "rsqrt", "softplus"])
+@pytest.mark.parametrize("opcode", ["exp", "tanh", "erf", "logistic", "rsqrt", "softplus", "mish"])
 def test_unary_half_computes_in_f32(dtype, opcode):
     x = rng(3).uniform(0.1, 3, 64).astype(numpy_dtype(dtype))
     got = run(f"{S(dtype, x.shape)} {opcode}(%p0)", x)

@@ -1,4 +1,4 @@
-"""Symbolic sizes (mlcc/hlo/symbolic.py), the manifest's size expressions (mlcc/runtime/sizes.py) and
+"""Symbolic sizes (mlcc/hlo/symbolic.py), the manifest's size expressions (mlcc/bundle/sizes.py) and
 symbolic dims in IR text: canonical forms, exact arithmetic, ranges, and refusals where a size is not a
 polynomial or a manifest holds anything but a size."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from mlcc.bundle.sizes import SizeError, eval_size
 from mlcc.hlo.parser import ParseError, parse_module
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.symbolic import Sym, SymbolicError, dim_of, parse, product, sizes_as_code, upper
-from mlcc.runtime.sizes import SizeError, eval_size
 
 
 def test_expressions_have_one_canonical_text():

@@ -23,9 +23,9 @@ from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, ker
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
                                      needs_int64, pointer_params, read_in_place, sections_ir)
-from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
+from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
@@ -72,7 +72,7 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: GpuSpec = GENERIC) -> LaunchConfig:
+            spec: Target = GENERIC) -> LaunchConfig:
     problem = attention_problem(sq, sk, d, dv, bh, dtype)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
@@ -101,7 +101,7 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
     return LaunchConfig(constexprs, grid, num_warps=num_warps, num_stages=num_stages)
 
 
-def attention_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
     """Query and key tiles for spec, then fewer stages (then smaller key and query tiles) until they fit
     its shared memory.
     Half types run on tensor cores (big query tiles); f32 (exact) and f64 on FMA units, where small tiles
@@ -150,7 +150,7 @@ def _attention_resources(problem: dict, config: LaunchConfig, warp_size: int) ->
     return Resources(attention_shared_bytes(problem, bm, bn, config.num_stages), math.ceil(registers))
 
 
-def attention_candidates(problem: dict, spec: GpuSpec) -> list[LaunchConfig]:
+def attention_candidates(problem: dict, spec: Target) -> list[LaunchConfig]:
     """Query and key tiles of 32 to 128, 4 or 8 warps (8 only for big tiles), stages around spec's."""
     if spec.vendor == "amd":
         stage_choices = [1, 2]

@@ -121,6 +121,7 @@ EXPR: dict[str, dict[str, Entry]] = {
     "atan2": {"float": Lines("atan2", "x", "y")},
     "logistic": {"float": Lines("logistic", "x")},
     "softplus": {"float": Lines("softplus", "x")},
+    "mish": {"float": Lines("mish", "x")},
     "gelu/tanh": {"float": Lines("gelu_tanh", "x")},
     "power": {"float": Lines("pow", "x", "y"), "signed": Lines("ipow", "x", "y", "bits", "signed"),
               "unsigned": Lines("ipow", "x", "y", "bits", "signed")},

@@ -23,7 +23,9 @@ import jinja2
 
 from mlcc.emit.codegen.elementwise import element_code
 from mlcc.emit.codegen.triton_types import tl_type, triton_type
+from mlcc.emit.target.targets import Target
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
 
 
@@ -60,9 +62,9 @@ class Kernel:
     # part of the bundle. Loop kernels only; "" for the others.
     body_ir: str = ""
 
-    def config_for(self, target: str) -> LaunchConfig:
+    def config_for(self, target: Target) -> LaunchConfig:
         """The launch config a binary for target is compiled and launched with."""
-        return self.targets.get(target, self.gpu)
+        return self.targets.get(target.name, self.gpu)
 
 
 def triton_pointer(shape: Shape) -> str:
@@ -150,18 +152,8 @@ def render(template: str, **context: Any) -> str:
 # ---- the lowering table ----------------------------------------------------
 
 Lowering = Callable[[Instruction, str], Kernel]
-LOWERINGS: dict[str, Lowering] = {}
-
-
-def lowering(*opcodes: str) -> Callable[[Lowering], Lowering]:
-    """Register a lowering for opcodes (fusions register as ``fusion:<kind>``)."""
-    def register(fn: Lowering) -> Lowering:
-        for op in opcodes:
-            if op in LOWERINGS:
-                raise ValueError(f"two lowerings for {op}")
-            LOWERINGS[op] = fn
-        return fn
-    return register
+LOWERINGS: RuleTable[Lowering] = RuleTable("lowering", keys="any")
+lowering = LOWERINGS.register  # register a lowering for opcodes (fusions register as ``fusion:<kind>``)
 
 
 def lowering_key(inst: Instruction) -> str:

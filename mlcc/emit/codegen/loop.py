@@ -34,7 +34,8 @@ from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_sy
                               triton_pointer)
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape
-from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo import symbolic
 from mlcc.hlo.symbolic import Sym, as_sym
 
@@ -45,9 +46,8 @@ GPU_BLOCK = 1024
 INTERPRETER_BLOCK = 2**16
 MAX_TABLE = 256  # constants with value={...} are inlined up to this many elements
 
-DATA_MOVEMENT_OPS = ("broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad",
-                     "reverse", "iota", "size", "gather", "gather-elements", "gather-nd", "dynamic-slice",
-                     "dynamic-update-slice", "scatter-nd")
+# every data movement op with a kernel of its own (a bitcast is a view of its operand's buffer)
+DATA_MOVEMENT_OPS = tuple(sorted(ops_with("data_movement") - ops_with("no_kernel")))
 LOOP_OPS = tuple(sorted(ELEMENTWISE_OPS)) + DATA_MOVEMENT_OPS
 FUSIBLE_OPS = frozenset(LOOP_OPS) | {"parameter", "constant", "bitcast"}
 
@@ -66,15 +66,8 @@ class Value:
 
 Coords = tuple[Affine, ...]
 Rule = Callable[["LoopEmitter", Instruction, Coords, Mask], Value]
-RULES: dict[str, Rule] = {}
-
-
-def rule(*opcodes: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for op in opcodes:
-            RULES[op] = fn
-        return fn
-    return register
+RULES: RuleTable[Rule] = RuleTable("loop emission rule")
+rule = RULES.register
 
 
 def category(dtype: str) -> str:

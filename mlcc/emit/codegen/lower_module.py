@@ -16,21 +16,20 @@ from __future__ import annotations
 import hashlib
 import json
 from types import ModuleType
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 # Importing the lowering modules registers their lowerings in LOWERINGS: a plain import, so a module
 # missing or misnamed here fails when this module loads instead of its fusion kind silently vanishing.
 from mlcc.emit.codegen import attention, contraction, loop, normalization, pooling, reduction
 from mlcc.emit.codegen.kernel import LOWERINGS, Kernel, lower, lowering_key
-from mlcc.emit.tiling import TILINGS, Tiling, configure_targets
+from mlcc.emit.target.targets import Target
+from mlcc.emit.target.tuning_db import TuningDb, configure_targets
+from mlcc.emit.tiling import TILINGS, Tiling
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.ir import Instruction, Module
 from mlcc.hlo.symbolic import SymbolicError, symbol_ranges, symbols_of
 from mlcc.names import sanitize_identifier
-
-if TYPE_CHECKING:
-    from mlcc.tuning_db import TuningDb
 
 LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention)
 PLACEHOLDER = "mlcc_kernel"
@@ -71,7 +70,7 @@ def kernel_signature(draft: Kernel) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def lower_module(module: Module, plan: BufferPlan, targets: Sequence[str] = (),
+def lower_module(module: Module, plan: BufferPlan, targets: Sequence[Target] = (),
                  tuning: TuningDb | None = None) -> tuple[dict[str, Kernel], list[tuple[Instruction, str]]]:
     """Kernels by name and the launches of the schedule; each kernel configured for every GPU target
     (its heuristic, or the tuning database's entry)."""
@@ -102,7 +101,7 @@ def _symbolic_error(inst: Instruction, why: str) -> UnsupportedError:
                             f"specialize them at compile time ({hint})")
 
 
-def _lower_steps(plan: BufferPlan, targets: Sequence[str], tuning: TuningDb | None, kernels: dict[str, Kernel],
+def _lower_steps(plan: BufferPlan, targets: Sequence[Target], tuning: TuningDb | None, kernels: dict[str, Kernel],
                  by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
     for inst in plan.steps:
         symbolic = _is_symbolic(inst)

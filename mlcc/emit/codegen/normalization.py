@@ -17,9 +17,9 @@ from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kern
                                       numel, upper)
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params, sections_ir
-from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
                                       tl_type, triton_pointer)
+from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
 
@@ -32,7 +32,7 @@ def _compute_type(dtype: str) -> str:
     return tl_type(_compute_dtype(dtype))
 
 
-def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target = GENERIC) -> LaunchConfig:
     """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there). Symbolic sizes get the tiles of the largest
     their ranges allow (a row of symbolic length that fits BLOCK_C at its longest is read once), and a
@@ -53,7 +53,7 @@ def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: GpuSpec
                         (grid_size(rows, block_rows), 1, 1), num_warps=warps, num_stages=1)
 
 
-def _row_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
     return _row_launch(problem["rows"], problem["row_size"], False, spec)
 
 

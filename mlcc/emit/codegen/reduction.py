@@ -18,10 +18,10 @@ from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_
 from mlcc.emit.codegen.indexing import Size
 from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params,
                                      sections_ir)
-from mlcc.emit.gpu_specs import GENERIC, GpuSpec
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
                                       triton_pointer)
 from mlcc.emit.codegen.normalization import ROW_KERNELS
+from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS
@@ -56,7 +56,7 @@ def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]
     return block_o, block_r
 
 
-def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: GpuSpec = GENERIC) -> LaunchConfig:
+def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: Target = GENERIC) -> LaunchConfig:
     """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there)."""
     block_o, block_r = _row_tiles(num_out, num_red, interpreter)
@@ -69,7 +69,7 @@ def _row_problem(num_out: Size, num_red: Size) -> dict:
     return {"rows": num_out, "row_size": num_red}
 
 
-def _row_heuristic(problem: dict, spec: GpuSpec) -> LaunchConfig:
+def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
     return _row_launch(problem["rows"], problem["row_size"], False, spec)
 
 

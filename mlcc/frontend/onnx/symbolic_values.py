@@ -183,9 +183,17 @@ def _concat(node: OnnxNode, values: list) -> list[np.ndarray] | None:
     return [np.concatenate(values, axis=axis)]
 
 
+def clamp_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
+    """ONNX Slice's clamping, which is not Python's for negative steps: there a start before the first
+    element clamps to 0 (Python: to -1, an empty slice) and an end clamps into [-1, dim - 1]."""
+    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+    if step > 0:
+        return min(max(start, 0), dim), min(max(end, 0), dim)
+    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+
+
 @fold("Slice")
 def _slice(node: OnnxNode, values: list) -> list[np.ndarray] | None:
-    from mlcc.frontend.onnx.ops.shape_ops import _clamp_slice
     x = values[0]
     if x is None or node.opset < 10:
         return None
@@ -197,7 +205,7 @@ def _slice(node: OnnxNode, values: list) -> list[np.ndarray] | None:
     index = [slice(None)] * x.ndim
     for a, s, e, step in zip(axes, starts, ends, steps):
         a = node.axis(a, x.ndim)
-        s, e = _clamp_slice(s, e, step, x.shape[a])
+        s, e = clamp_slice(s, e, step, x.shape[a])
         index[a] = slice(s, e if e >= 0 else None, step)
     return [x[tuple(index)]]
 

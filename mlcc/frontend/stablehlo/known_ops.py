@@ -30,7 +30,7 @@ broadcast_multiply broadcast_next_after broadcast_or broadcast_polygamma broadca
 broadcast_remainder broadcast_select broadcast_shift_left broadcast_shift_right_arithmetic
 broadcast_shift_right_logical broadcast_subtract broadcast_xor broadcast_zeta conj constant
 constant_like cosh digamma erf erf_inv erfc is_inf is_neg_inf is_pos_inf lgamma next_after
-polygamma ragged_dot sinh square tan top_k zeta
+polygamma ragged_dot sinh square tan top_k zeta mulhi scan minimum_broadcast_shapes _asin_acos_kernel
 """
 
 KNOWN_OPS = frozenset(

@@ -100,6 +100,13 @@ class Lexer:
     def token_line(self, tok: Token) -> int:
         return self.location(tok.pos)[0]
 
+    def mark(self) -> tuple[int, Token | None]:
+        """The lexer's place, to go back to with reset() after looking ahead."""
+        return self.pos, self._peeked
+
+    def reset(self, mark: tuple[int, Token | None]) -> None:
+        self.pos, self._peeked = mark
+
     # ---- raw text
     def match_raw(self, pattern: re.Pattern[str]) -> re.Match[str] | None:
         """Match pattern at the next non-blank character; on success consume it."""

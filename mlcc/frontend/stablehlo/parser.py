@@ -99,6 +99,15 @@ class Parser:
             raise self.error_at(op, "func.func needs a function_type and a body")
         if len(body.args) != len(ftype.inputs):
             raise self.error_at(op, f"function has {len(ftype.inputs)} inputs but its body takes {len(body.args)}")
+        ret = body.ops[-1] if body.ops else None
+        if ret is not None and ret.name == "func.return":
+            if len(ret.operands) != len(ftype.results):
+                raise self.error_at(ret, f"'func.return' has {len(ret.operands)} operands, but enclosing function "
+                                         f"@{op.attrs.get('sym_name', '')} returns {len(ftype.results)}")
+            for i, (value, want) in enumerate(zip(ret.operands, ftype.results)):
+                if value.type is not None and str(value.type) != str(want):
+                    raise self.error_at(ret, f"type of return operand {i} ('{value.type}') doesn't match function "
+                                             f"result type ('{want}') in function @{op.attrs.get('sym_name', '')}")
         return Function(str(op.attrs.get("sym_name", "")), body.args, list(ftype.results), body,
                         str(op.attrs.get("sym_visibility", "public")), op.line, op.col)
 
@@ -236,8 +245,12 @@ class Parser:
         openers = {"(", "[", "{", "<"}
         while True:
             tok = self.lx.peek()
-            if tok.kind == "eof" or tok.text == "}" or self.lx.token_line(tok) != line:
+            if tok.kind == "eof" or tok.text == "}":
                 break
+            if self.lx.token_line(tok) != line:
+                if self.starts_operation(tok):
+                    break
+                line = self.lx.token_line(tok)  # the op goes on over another line (`: (types) -> type`)
             if tok.kind == "punct" and tok.text in openers:
                 before = self.lx.pos
                 self.lx.skip_balanced()
@@ -245,6 +258,26 @@ class Parser:
             else:
                 self.lx.next()
         return OpParts([], {"_skipped": True}, [], None)
+
+    def starts_operation(self, tok: Token) -> bool:
+        """Whether tok begins an operation (or a block), rather than continuing the one before it."""
+        if tok.kind in ("string", "caret"):
+            return True
+        if tok.kind == "ident":
+            return tok.text in KNOWN_OPS or tok.text in PRETTY or tok.text in ("return", "call", "module")
+        if tok.kind != "value":
+            return False
+        saved = self.lx.mark()
+        try:  # `%a, %b:2 = ...` names results; `%a, %b` on a line of its own continues an operand list
+            while self.lx.peek().kind == "value":
+                self.lx.next()
+                if self.lx.accept(":"):
+                    self.lx.next()
+                if not self.lx.accept(","):
+                    break
+            return self.lx.at("=")
+        finally:
+            self.lx.reset(saved)
 
     # ------------------------------------------------------------------ regions
     def region(self, args: list[Value] | None = None, isolated: bool = False) -> list[Block]:
@@ -617,8 +650,8 @@ class Parser:
         ttype = self.type()
         if not isinstance(ttype, TensorType):
             raise self.lx.error(f"a dense literal needs a tensor type, not '{ttype}'", start.pos)
-        if ttype.dtype is None:  # e.g. tensor<2xindex> in a custom_call's layouts: kept, never read
-            return OpaqueAttr(self.lx.text[start.pos:self.lx.pos])
+        if ttype.dtype is None:  # complex, i4, f8..., index: kept as text with its type, refused where imported
+            return OpaqueAttr(self.lx.text[start.pos:self.lx.pos], ttype)
         try:
             array = dense.to_array(literal, ttype)
         except dense.DenseError as e:
@@ -656,8 +689,12 @@ class Parser:
             return dense.Element(tok.kind, tok.text)
         if tok.text in ("true", "false"):
             return dense.Element("bool", tok.text)
-        if tok.text == "(":
-            raise self.lx.error("complex constants are not supported", tok.pos)
+        if tok.text == "(":  # a complex element: (real, imaginary)
+            real = self.dense_element()
+            self.lx.expect(",", "between the real and imaginary parts")
+            imag = self.dense_element()
+            self.lx.expect(")", "to close the complex element")
+            return dense.Element("complex", f"({real.text},{imag.text})")
         raise self.lx.error(f"expected a number in the dense literal, found {describe(tok)}", tok.pos)
 
     # ------------------------------------------------------------------ small readers for pretty forms

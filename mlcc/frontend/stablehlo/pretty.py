@@ -43,12 +43,24 @@ def signature(p: Parser) -> tuple[list[Any], list[Any] | None]:
     return inputs, None
 
 
-def same_type_signature(p: Parser, operands: list[Value], positions: list[int]) -> list[Any]:
-    """Resolve a signature where a lone type stands for every operand and the result."""
+def complex_part(t: Any) -> Any:
+    """tensor<2xcomplex<f32>> -> tensor<2xf32>: the type of a complex tensor's real (or imaginary) part."""
+    if isinstance(t, TensorType) and t.element.startswith("complex<") and t.element.endswith(">"):
+        return TensorType(t.element[len("complex<"):-1], t.dims)
+    return t
+
+
+def same_type_signature(p: Parser, operands: list[Value], positions: list[int], name: str = "") -> list[Any]:
+    """Resolve a signature where a lone type stands for every operand and the result (for stablehlo.complex, the
+    result: its operands are the real parts; for real and imag, the operand: their result is the real part)."""
     pos = p.lx.peek().pos
     inputs, results = signature(p)
     if results is None:
-        if len(inputs) == 1:
+        if len(inputs) == 1 and name == "stablehlo.complex":
+            inputs, results = [complex_part(inputs[0])] * len(operands), [inputs[0]]
+        elif len(inputs) == 1 and name in ("stablehlo.real", "stablehlo.imag"):
+            inputs, results = [inputs[0]] * len(operands), [complex_part(inputs[0])]
+        elif len(inputs) == 1:
             inputs, results = [inputs[0]] * len(operands), [inputs[0]]
         elif len(inputs) == len(operands):
             results = inputs
@@ -106,7 +118,7 @@ def read_plain(p: Parser, name: str) -> OpParts:
     operands, positions, attrs, words = items(p, {})
     if words:
         raise p.lx.error(f"unexpected '{words[0]}' in {name}")
-    return OpParts(operands, attrs, [], same_type_signature(p, operands, positions))
+    return OpParts(operands, attrs, [], same_type_signature(p, operands, positions, name))
 
 
 @pretty("stablehlo.select")
@@ -138,7 +150,7 @@ def read_constant(p: Parser, name: str) -> OpParts:
     attrs = p.attr_dict() if p.lx.at("{") else {}
     tok = p.lx.peek()
     value = p.attr_value()
-    if not hasattr(value, "type"):
+    if getattr(value, "type", None) is None:
         raise p.lx.error("expected a dense<...> constant value", tok.pos)
     attrs["value"] = value
     result_type = value.type

@@ -70,9 +70,11 @@ class SymbolRef:
 
 @dataclass(frozen=True)
 class OpaqueAttr:
-    """An attribute kept as text: one no rule reads (``#sdy.sharding<...>``, an alias)."""
+    """An attribute kept as text: one no rule reads (``#sdy.sharding<...>``, an alias), or a dense literal of an
+    element type the IR lacks (``dense<(1.0,2.0)> : tensor<complex<f32>>``), which keeps its type."""
 
     text: str
+    type: TensorType | None = None
 
 
 @dataclass

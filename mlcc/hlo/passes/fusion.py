@@ -29,16 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlcc.hlo.ir import Computation, Instruction, Module
-from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.symbolic import symbol_ranges
 from mlcc.hlo.traffic import operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
 from mlcc.hlo.views import VIEW_OPS, affine_view
 
-DATA_MOVEMENT = frozenset({"broadcast", "transpose", "copy", "reshape", "slice", "concatenate", "pad", "reverse",
-                           "iota", "size", "gather", "gather-elements", "gather-nd", "dynamic-slice", "bitcast"})
-LOOP_OPS = ELEMENTWISE_OPS | DATA_MOVEMENT
+LOOP_OPS = ops_with("loop_fusible")  # elementwise ops and data movement except the scatters
+DATA_MOVEMENT = LOOP_OPS & ops_with("data_movement")
 REDUCTIONS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
 FULL_SIZE_REDUCTIONS = frozenset({"softmax", "layer-norm", "rms-norm"})  # result has the operand's dims
 CONTRACTIONS = frozenset({"dot", "convolution"})

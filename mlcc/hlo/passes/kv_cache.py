@@ -9,9 +9,10 @@ module is not changed.
 from __future__ import annotations
 
 from mlcc.hlo.ir import Instruction, Module
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 
-VIEWS = frozenset({"bitcast", "reshape", "transpose", "copy", "convert"})
+VIEWS = ops_with("one_to_one")  # a cache flowing through these is still the cache
 
 
 def _source(inst: Instruction) -> Instruction:

@@ -16,6 +16,7 @@ from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
 from mlcc.hlo.shape_inference import conv_dim_labels
+from mlcc.hlo.views import transposed_layout
 
 Layout = tuple[int, ...]
 
@@ -35,14 +36,6 @@ def filter_layout(labels: str) -> Layout:
     """Minor-to-major for a filter labelled like 'oi01': o minor-most (the GEMM's N), then i, then spatial."""
     spatial = sorted((c for c in labels if c.isdigit()), reverse=True)
     return tuple(labels.index(c) for c in ["o", "i", *spatial])
-
-
-def transposed_layout(operand_layout: Layout, perm: tuple[int, ...]) -> Layout:
-    """The result layout that makes transpose(x, perm) a bitcast of x."""
-    inv = [0] * len(perm)
-    for i, p in enumerate(perm):
-        inv[p] = i
-    return tuple(inv[d] for d in operand_layout)
 
 
 def _reduced_layout(layout: Layout, removed: set[int]) -> Layout:

@@ -29,11 +29,13 @@ from mlcc.hlo.builder import INLINE_CONSTANT_ELEMENTS
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_instruction
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape, is_float
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.shape_inference import infer_shape
 
 log = logging.getLogger(__name__)
 
+VIEWS = ops_with("view")  # a uniform operand gives a uniform result
 COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
 UNIFORM_CHECK_ELEMENTS = 1024  # a larger ref constant is not scanned for uniformity (the importer makes splats)
 
@@ -63,7 +65,7 @@ def constant_array(inst: Instruction, module: Module | None) -> np.ndarray | Non
 
 def scalar_value(inst: Instruction, module: Module | None = None) -> bool | int | float | None:
     """The one value of a uniform constant, seen through views (broadcast, reshape, ...); else None."""
-    while inst.opcode in ("broadcast", "reshape", "bitcast", "copy", "transpose"):
+    while inst.opcode in VIEWS:
         inst = inst.operands[0]
     if inst.opcode != "constant" or inst.shape.is_tuple:
         return None

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from mlcc.hlo.ir import Dim, Instruction
+from mlcc.hlo.opcodes import ops_with
 
-VIEW_OPCODES = ("broadcast", "reshape", "transpose", "copy")
+VIEW_OPCODES = ops_with("logical_view")  # broadcast, transpose, copy, reshape: dims map without layouts
 
 
 def nonunit(dims: Sequence[Dim]) -> list[int]:

@@ -57,3 +57,20 @@ def test_a_rewrite_that_gives_up_leaves_nothing_behind():
         rw.op("negate", [m.x])
         return None
     check_pass(RewritePass("nothing", [Rule("give-up", op("add", var("x"), var("x")), give_up)]), TEXT, expected=None)
+
+
+def test_scalars_see_through_every_view_reverse_included_but_not_through_arithmetic():
+    # The views are the opcode table's "view" flag: reverse re-indexes without dropping an element,
+    # so a uniform operand stays uniform (the hand list this replaced left reverse out).
+    module = parse_module("""
+ENTRY %main {
+  %two = f32[] constant(), value={2.0}
+  %b = f32[4,2]{1,0} broadcast(%two), dimensions={}
+  %r = f32[4,2]{1,0} reverse(%b), dimensions={0}
+  %t = f32[2,4]{1,0} transpose(%r), dimensions={1,0}
+  %c = f32[8]{0} reshape(%t)
+  %iota = s32[8]{0} iota(), iota_dimension=0
+  ROOT %n = f32[8]{0} negate(%c)
+}""")
+    assert [scalar_value(_inst(module, n)) for n in ("b", "r", "t", "c")] == [2.0] * 4
+    assert scalar_value(_inst(module, "n")) is None and scalar_value(_inst(module, "iota")) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import reduce
 
 from mlcc.frontend.onnx.ops.helpers import broadcast_inputs, full, require_float, scalar, scalar_op, uniform_value
@@ -230,6 +231,16 @@ def import_thresholded_relu(b: Builder, node: OnnxNode) -> list[Result]:
     return [b.op("select", [keep, x, full(b, 0, x.shape.dtype, x.shape.dims)])]
 
 
+@onnx_op("Binarizer", since=1, domain="ai.onnx.ml")
+def import_binarizer(b: Builder, node: OnnxNode) -> list[Result]:
+    """1 where x > threshold, else 0, in x's type (an integer x is above t when it is above floor(t))."""
+    x = node.input(0)
+    threshold = node.attr("threshold", 0.0)
+    if not is_float(x.shape.dtype):
+        threshold = math.floor(threshold)
+    return [b.convert(scalar_op(b, "compare", x, threshold, direction="GT"), x.shape.dtype)]
+
+
 def _hard_sigmoid(b: Builder, x: Instruction, alpha: float, beta: float) -> Instruction:
     dtype = x.shape.dtype
     y = scalar_op(b, "add", scalar_op(b, "multiply", x, alpha), beta)
@@ -256,7 +267,7 @@ def import_softsign(b: Builder, node: OnnxNode) -> list[Result]:
 @onnx_op("Mish", since=18)
 def import_mish(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
-    return [b.op("multiply", [x, b.op("tanh", [b.op("softplus", [x])])])]
+    return [b.op("mish", [x])]
 
 
 @onnx_op("Gelu", since=20)

@@ -14,7 +14,7 @@ from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction, Shape
 from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym, dim_of, product
-from mlcc.frontend.onnx.symbolic_values import at_most, symbolic_array
+from mlcc.frontend.onnx.symbolic_values import at_most, clamp_slice, symbolic_array
 
 # ---- values known from shapes
 
@@ -348,15 +348,6 @@ def import_split(b: Builder, node: OnnxNode) -> list[Result]:
     return outs
 
 
-def _clamp_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int]:
-    """ONNX Slice's clamping, which is not Python's for negative steps: there a start before the first
-    element clamps to 0 (Python: to -1, an empty slice) and an end clamps into [-1, dim - 1]."""
-    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
-    if step > 0:
-        return min(max(start, 0), dim), min(max(end, 0), dim)
-    return min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
-
-
 @onnx_op("Slice", since=1)
 @onnx_op("Slice", since=10)
 def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
@@ -384,7 +375,7 @@ def import_slice(b: Builder, node: OnnxNode) -> list[Result]:
         if not all(isinstance(v, int) for v in (d, s, e)):
             lo[a], hi[a] = _symbolic_slice(node, s, e, step, d)
             continue
-        s, e = _clamp_slice(s, e, step, d)
+        s, e = clamp_slice(s, e, step, d)
         count = len(range(s, e, step))
         if count == 0:
             lo[a], hi[a], st[a] = 0, 0, 1

@@ -1,0 +1,63 @@
+"""Device memory a bundle needs, and the budgets users give for it (``--hbm-budget``: bytes, or a percentage).
+
+Two footprints, for two questions: ``footprint(manifest)`` is what the runtime allocates with every weight
+resident (the arena, the inputs and outputs at their largest sizes, each weight aligned);
+``intent_footprint(intent)`` is the sum of every buffer intent.json lists, each on its own (what
+``mlcc simulate`` replays: buffers move one by one, there is no arena).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from mlcc.bundle.dtypes import numpy_dtype
+from mlcc.bundle.layout import align
+from mlcc.bundle.sizes import eval_size
+
+
+class BudgetSpecError(ValueError):
+    """A memory budget that is neither bytes nor a percentage."""
+
+
+def tensor_bytes(spec: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
+    """The bytes of an input or output (``shape``, ``numpy_dtype``) with its symbols at ``sizes``."""
+    n = 1
+    for d in spec["shape"]:
+        n *= eval_size(d, sizes)
+    return n * numpy_dtype(spec["numpy_dtype"]).itemsize
+
+
+def largest_sizes(manifest: Mapping[str, Any]) -> dict[str, int]:
+    """Each symbol at the top of its range: the sizes the bundle's buffers are planned for."""
+    return {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
+
+
+def fixed_bytes(manifest: Mapping[str, Any]) -> int:
+    """Device bytes that never stream: the arena, and the inputs and outputs at their largest."""
+    largest = largest_sizes(manifest)
+    io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"])
+    return manifest["memory_plan"]["arena_bytes"] + io
+
+
+def footprint(manifest: Mapping[str, Any]) -> int:
+    """Device bytes the bundle needs with every weight resident."""
+    weights = sum(align(w["bytes"]) for w in manifest["weights"]["tensors"])
+    return weights + fixed_bytes(manifest)
+
+
+def intent_footprint(intent: Mapping[str, Any]) -> int:
+    """The bytes of every buffer intent.json lists, each counted on its own."""
+    return sum(b["bytes"] for b in intent["buffers"])
+
+
+def parse_budget(spec: int | str, total: int) -> int:
+    """A memory budget in bytes: ``spec`` is bytes, or a percentage of ``total`` (``"50%"``)."""
+    if isinstance(spec, int):
+        return spec
+    text = str(spec).strip()
+    try:
+        if text.endswith("%"):
+            return int(total * float(text[:-1]) / 100)
+        return int(float(text))
+    except ValueError:
+        raise BudgetSpecError(f"bad memory budget {spec!r} (bytes, or a percentage such as 50%)") from None

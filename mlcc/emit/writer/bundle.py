@@ -1,0 +1,216 @@
+"""Write a bundle: manifest.json, intent.json, kernels/, weights.bin, model.hlo.
+
+The compiler's side of the format in mlcc/bundle: what the compiled module, its kernels and its buffer
+plan are, as the typed records the format defines (mlcc.bundle.manifest, mlcc.bundle.intent), serialized
+and checked against the JSON Schemas there. Everything is deterministic: sorted keys, no timestamps, names
+derived from content. Written into a fresh directory that the caller swaps into place (mlcc/atomic.py).
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlcc.bundle.digest import bundle_digest
+from mlcc.bundle.layout import ALIGNMENT, align, to_physical
+from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
+                                  LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
+                                  WeightTensor)
+from mlcc.bundle.schemas import OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, dumps, validate
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
+from mlcc.emit.target.aot import Binary
+from mlcc.emit.target.targets import DeviceModel, Target
+from mlcc.emit.writer.intent import build_intent
+from mlcc.hlo.buffer_assignment import BufferPlan
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.printer import format_module
+from mlcc.hlo.traffic import kernel_bytes
+
+def tensor_spec(shape: Shape) -> TensorSpec:
+    return TensorSpec(shape.dtype, numpy_dtype(shape.dtype).name, list(shape.dims), list(shape.layout))
+
+
+def config_entry(config: LaunchConfig) -> ConfigEntry:
+    return ConfigEntry(dict(config.constexprs), list(config.grid), config.num_warps, config.num_stages)
+
+
+def constant_array(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
+    dt = numpy_dtype(inst.shape.dtype)
+    dims = tuple(inst.shape.dims)
+    if "value" in inst.attrs:
+        return np.array(inst.attrs["value"], dtype=dt).reshape(dims)
+    if "splat" in inst.attrs:
+        return np.full(dims, inst.attrs["splat"], dtype=dt)
+    return np.asarray(constants[inst.attrs["ref"]]).astype(dt, copy=False).reshape(dims)
+
+
+def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTensor]:
+    """Every WEIGHT/CONSTANT buffer, in its layout's byte order, at ALIGNMENT-aligned offsets."""
+    entries = []
+    offset = 0
+    with open(path, "wb") as f:
+        for inst in module.entry.instructions:
+            if inst.opcode != "constant":
+                continue
+            buf = plan.buffers[inst.name]
+            pad = align(offset) - offset
+            f.write(b"\0" * pad)
+            offset += pad
+            written = _write_physical(f, constant_array(inst, module.constants), inst.shape.layout)
+            entries.append(WeightTensor(buf.name, offset, written, tensor_spec(inst.shape)))
+            offset += written
+    return entries
+
+
+CHUNK_BYTES = 64 << 20  # weights are written in slabs of about this size: never a second copy of a big weight
+
+
+def _write_physical(f, arr: np.ndarray, layout) -> int:
+    """Write ``arr`` in ``layout``'s byte order, a slab of its outermost physical dim at a time (a weight
+    memory-mapped from external data is paged through, never held whole); returns the bytes written."""
+    if arr.ndim == 0 or arr.nbytes <= CHUNK_BYTES:
+        data = to_physical(arr, layout)
+        f.write(_bytes_of(data))
+        return data.nbytes
+    phys = np.transpose(arr, tuple(reversed(tuple(layout))))  # a view: physical dims, outermost first
+    rows = max(1, CHUNK_BYTES // max(1, phys[0].nbytes))
+    mapping = _file_mapping(arr)
+    for start in range(0, phys.shape[0], rows):
+        slab = phys[start:start + rows]
+        f.write(_bytes_of(np.ascontiguousarray(slab)))
+        if mapping is not None and slab.flags.c_contiguous:
+            _release(mapping, slab)  # pages already written need not stay resident
+    if mapping is not None:
+        _release(mapping, arr)
+    return arr.nbytes
+
+
+def _file_mapping(arr: np.ndarray) -> mmap.mmap | None:
+    """The memory map of a file that ``arr`` views (a weight from external data), if any."""
+    base = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # numpy keeps a buffer it did not allocate as a memoryview of it
+        base = base.obj
+    return base if isinstance(base, mmap.mmap) else None
+
+
+def _release(mapping: mmap.mmap, view: np.ndarray) -> None:
+    """Drop the resident pages of the file mapping under ``view`` (read-only and file-backed: touching them
+    again reads them back from the file), so paging through a huge weight does not grow the RSS."""
+    if not hasattr(mapping, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    origin = np.frombuffer(mapping, dtype=np.uint8).ctypes.data
+    lo = view.ctypes.data - origin
+    hi = lo + view.nbytes
+    page = mmap.PAGESIZE
+    lo, hi = -(-lo // page) * page, hi // page * page  # whole pages inside the view only
+    if 0 <= lo < hi <= len(mapping):
+        mapping.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
+def _bytes_of(contiguous: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array as a uint8 view (any dtype, bfloat16 included), for file.write."""
+    return contiguous.reshape(-1).view(np.uint8)
+
+
+def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
+                 launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
+                 targets: list[Target], model_info: dict[str, Any], build_info: dict[str, Any],
+                 stats: dict[str, Any], device: DeviceModel) -> dict[str, Any]:
+    """Write every file of the bundle into ``out``; returns the manifest as written."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "kernels").mkdir(exist_ok=True)
+    kernel_entries = [write_kernel(out, kernels[name], launches, binaries, targets) for name in sorted(kernels)]
+    weights = write_weights(out / "weights.bin", module, plan)
+    (out / "model.hlo").write_text(format_module(module))
+    intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device,
+                          source_names(module, plan), kv_cache_ranges(module, plan)).to_json()
+    validate("intent", intent)
+    (out / "intent.json").write_text(dumps(intent))
+
+    entry = module.entry
+    manifest = Manifest(
+        schema_version=SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
+        model=model_info, build=build_info, targets=[t.name for t in targets],
+        inputs=[IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape)) for p in entry.parameters()],
+        outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
+                 for n, o in zip(module.output_names, entry.root.operands)],
+        kernels=kernel_entries,
+        schedule=[launch_entry(step, inst, kernels[kname], plan) for step, (inst, kname) in enumerate(launches)],
+        memory_plan=memory_plan(plan),
+        weights=Weights("weights.bin", ALIGNMENT, weights),
+        buffers={b.name: BufferInfo(b.tensor_class, b.bytes, tensor_spec(b.shape)) for b in plan.buffers.values()},
+        stats=stats, ir="model.hlo", intent="intent.json",
+        symbols={k: list(v) for k, v in sorted(module.symbols.items())})
+    manifest.bundle_sha256 = bundle_digest(out)
+    document = manifest.to_json()
+    validate("manifest", document)
+    (out / "manifest.json").write_text(dumps(document))
+    return document
+
+
+def write_kernel(out: Path, k: Kernel, launches: list[tuple[Instruction, str]],
+                 binaries: dict[tuple[str, str], Binary], targets: list[Target]) -> KernelEntry:
+    """kernels/<name>.py and each target's binary and metadata; the kernel's manifest entry."""
+    (out / "kernels" / f"{k.name}.py").write_text(k.source)
+    bins = {}
+    for t in targets:
+        b = binaries[(k.name, t.name)]
+        bin_rel = f"kernels/{k.name}.{t.name}.{b.ext}"
+        meta_rel = f"kernels/{k.name}.{t.name}.json"
+        (out / bin_rel).write_bytes(b.data)
+        (out / meta_rel).write_text(b.metadata)
+        bins[t.name] = BinaryEntry(bin_rel, meta_rel, b.shared, b.num_warps, b.num_stages, b.name,
+                                   config_entry(k.config_for(t)),
+                                   "tuning-db" if t.name in k.tuned else "heuristic")
+    ops = sorted({o for inst, kn in launches if kn == k.name for o in inst.origin})
+    return KernelEntry(k.name, f"kernels/{k.name}.py", k.template, k.arg_types, bins, config_entry(k.gpu),
+                       config_entry(k.interpreter), k.flops, ops, k.signature)
+
+
+def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan) -> Launch:
+    args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
+    read, written = kernel_bytes(inst)
+    return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
+                  list(inst.origin), k.flops, read, written)
+
+
+def memory_plan(plan: BufferPlan) -> MemoryPlan:
+    return MemoryPlan(plan.arena_bytes, plan.lower_bound, ALIGNMENT,
+                      [ArenaBuffer(b.name, b.bytes, b.offset, b.first_step, b.last_step, plan.in_place.get(b.name),
+                                   tensor_spec(b.shape))
+                       for b in sorted(plan.arena_buffers(), key=lambda b: (b.first_step, b.name))])
+
+
+def source_names(module: Module, plan: BufferPlan) -> dict[str, list[str]]:
+    """Buffer -> the source names of what makes and reads it (intent.json's layer ranges)."""
+    names: dict[str, list[str]] = {}
+    for inst in module.entry.instructions:
+        buf = plan.value_buffer.get(inst.name)
+        if buf is not None:
+            names.setdefault(buf, []).extend(list(inst.origin) + ([inst.attrs["ref"]] if "ref" in inst.attrs else []))
+        for o in inst.operands:
+            if o.name in plan.value_buffer and inst.opcode != "tuple":
+                names.setdefault(plan.value_buffer[o.name], []).extend(inst.origin)
+    return names
+
+
+def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
+    """KV-cache buffer -> its token range: the past cache's parameter, and the present cache it becomes."""
+    kv_cache: dict[str, list[int]] = {}
+    for param_buffer, info in module.stats.get("kv_cache", {}).items():
+        kv_cache[param_buffer] = info["token_range"]
+        present = module.entry.root.operands[info["output_index"]]
+        kv_cache[plan.value_buffer[present.name]] = info["present_tokens"]
+    return kv_cache
+
+
+def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
+    """1 unless some binary needs a grid other than the schedule's (see OWN_GRID_SCHEMA_VERSION)."""
+    own_grid = any(k.config_for(t).grid != k.gpu.grid for k in kernels.values() for t in targets)
+    return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION

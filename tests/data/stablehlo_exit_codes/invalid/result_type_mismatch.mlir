@@ -1,0 +1,4 @@
+// expect: type of return operand 0
+func.func @main(%a: tensor<2xf32>) -> tensor<3xf32> {
+  return %a : tensor<2xf32>
+}

@@ -1,0 +1,4 @@
+// expect: to close the tensor type
+func.func @main(%a: tensor<2xf32) -> tensor<2xf32> {
+  return %a : tensor<2xf32>
+}

@@ -1,0 +1,135 @@
+"""Every opcode of the table has a rule in every per-op table, or an explicit reason why not.
+
+Adding an opcode to mlcc/hlo/opcodes.py without its evaluator rule, shape rule or lowering fails
+here, naming the table and the opcode, rather than at the first model that uses it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlcc.emit.codegen import kernel, loop
+from mlcc.emit.codegen.lower_module import fusion_kinds
+from mlcc.hlo.evaluator import EVAL_RULES
+from mlcc.hlo.opcodes import FLAGS, FUSION_KINDS, OPCODES, ops_with
+from mlcc.hlo.parser import parse_module
+from mlcc.hlo.rules import NoRuleError, RuleTable
+from mlcc.hlo.shape_inference import SHAPE_RULES
+from mlcc.hlo.verifier import verify_module
+
+# Fusion kinds the table names that no template lowers, and why. Fusion forms only the kinds
+# fusion_kinds() reports, so an entry here is a kind that is never formed, said out loud.
+NOT_LOWERED_FUSION_KINDS = {
+    "multi_output": "reserved: no template yet, so the fusion pass never forms it",
+}
+
+
+def test_every_opcode_has_an_evaluation_rule():
+    assert EVAL_RULES.missing(frozenset(OPCODES)) == []
+    assert set(EVAL_RULES) == set(OPCODES)
+
+
+def test_every_opcode_has_a_shape_rule():
+    assert SHAPE_RULES.missing(frozenset(OPCODES)) == []
+    assert set(SHAPE_RULES) == set(OPCODES)
+
+
+def test_every_opcode_is_lowered_or_launches_no_kernel():
+    kinds = fusion_kinds()  # imports every lowering module, filling kernel.LOWERINGS
+    unlowered = {op for op in OPCODES if op != "fusion" and op not in kernel.LOWERINGS}
+    assert unlowered == ops_with("no_kernel"), FLAGS["no_kernel"]
+    assert not ops_with("no_kernel") & set(kernel.LOWERINGS)
+    for kind in FUSION_KINDS:
+        assert (kind in kinds) != (kind in NOT_LOWERED_FUSION_KINDS), kind
+    assert set(NOT_LOWERED_FUSION_KINDS) <= set(FUSION_KINDS)
+    assert {k for k in kernel.LOWERINGS if k not in OPCODES} == {f"fusion:{k}" for k in kinds}
+
+
+def test_every_loop_fusible_op_has_a_loop_emission_rule():
+    """Elementwise ops share the loop emitter's generic rule; every other fusible op has its own."""
+    assert sorted(ops_with("loop_fusible") - ops_with("elementwise") - set(loop.RULES)) == []
+    assert set(loop.RULES) <= ops_with("loop_fusible") | ops_with("no_kernel") | ops_with("data_movement")
+
+
+def _elementwise_case(op: str) -> str:
+    """A one-op module computing op on operands of a dtype it accepts."""
+    info = OPCODES[op]
+    dtype = "s32" if op in ("and", "or", "xor", "not", "popcnt") or op.startswith("shift-") else "f32"
+    result = {"compare": "pred", "convert": "f16", "bitcast-convert": "s32"}.get(op, dtype)
+    if op.startswith("is-"):
+        result = "pred"
+    attrs = {"compare": ", direction=LT", "gelu": ", approximate=none"}.get(op, "")
+    params = "\n".join(f"  %p{i} = {dtype}[8]{{0}} parameter({i})" for i in range(info.arity))
+    if op == "select":
+        params = params.replace("%p0 = f32", "%p0 = pred")
+    args = ", ".join(f"%p{i}" for i in range(info.arity))
+    return f"ENTRY %main {{\n{params}\n  ROOT %r = {result}[8]{{0}} {op}({args}){attrs}\n}}\n"
+
+
+@pytest.mark.parametrize("op", sorted(ops_with("elementwise")))
+def test_every_elementwise_op_renders_a_loop_kernel(op):
+    module = parse_module(_elementwise_case(op))
+    verify_module(module)
+    k = kernel.lower(module.entry.root, "kernel")
+    assert "def kernel(" in k.source
+
+
+# ---------------------------------------------------------------- the op flags
+
+
+def test_flags_are_consistent_with_their_meaning():
+    elementwise, data = ops_with("elementwise"), ops_with("data_movement")
+    assert elementwise == {n for n, i in OPCODES.items() if i.category in ("unary", "binary", "ternary")}
+    assert data == {n for n, i in OPCODES.items() if i.category == "data"}
+    assert ops_with("in_place_safe") <= elementwise
+    assert ops_with("loop_fusible") <= elementwise | data
+    for flag in ("view", "logical_view", "strided_view", "one_to_one"):
+        assert all(OPCODES[op].arity == 1 for op in ops_with(flag)), flag
+    assert ops_with("logical_view") <= ops_with("view")
+    assert ops_with("view") <= data
+
+
+def test_in_place_safe_is_every_elementwise_op_but_a_width_changing_bitcast_convert():
+    assert ops_with("elementwise") - ops_with("in_place_safe") == {"bitcast-convert"}
+
+
+def test_the_scatters_are_data_movement_that_never_joins_a_loop_fusion():
+    assert ops_with("data_movement") - ops_with("loop_fusible") == {"dynamic-update-slice", "scatter-nd"}
+    fusion_kinds()  # loads the lowerings: the scatters run as kernels of their own
+    assert {"dynamic-update-slice", "scatter-nd"} <= set(kernel.LOWERINGS)
+
+
+def test_unknown_flags_fail_by_name():
+    with pytest.raises(KeyError, match="unknown op flag 'elementwize'"):
+        ops_with("elementwize")
+    with pytest.raises(KeyError, match="unknown op flag"):
+        OPCODES["add"].has("fast")
+    assert OPCODES["expm1"].has("in_place_safe") and not OPCODES["scatter-nd"].has("loop_fusible")
+
+
+# ---------------------------------------------------------------- the registration helper
+
+
+def test_rule_table_registers_and_looks_up():
+    table: RuleTable = RuleTable("test rule")
+
+    @table.register("exp", "log")
+    def transcendental(x):
+        return x
+
+    assert table.lookup("exp") is transcendental and table["log"] is transcendental
+    assert table.missing(frozenset({"exp", "log", "sin"})) == ["sin"]
+    with pytest.raises(NoRuleError, match="no test rule for 'sin'"):
+        table.lookup("sin")
+
+
+def test_rule_table_refuses_a_second_rule_and_an_unknown_opcode():
+    table: RuleTable = RuleTable("test rule")
+    table.register("exp")(abs)
+    with pytest.raises(ValueError, match="two test rules for 'exp'"):
+        table.register("exp")(abs)
+    with pytest.raises(ValueError, match="test rule for unknown opcode 'expp'"):
+        table.register("expp")(abs)
+    free: RuleTable = RuleTable("lowering", keys="any")
+    free.register("fusion:loop")(abs)
+    assert "fusion:loop" in free
