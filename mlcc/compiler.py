@@ -19,8 +19,8 @@ from typing import Any, Callable
 from mlcc.atomic import depfile_text, staged_directory, write_file_atomic
 from mlcc.bundle.digest import bundle_digest, file_sha256
 from mlcc.emit.check_numerics import check_numerics
-from mlcc.emit.kernel import Kernel
-from mlcc.emit.lower_module import lower_module, tilings
+from mlcc.emit.codegen.kernel import Kernel
+from mlcc.emit.codegen.lower_module import lower_module, tilings
 from mlcc.emit.target.build import build_binaries, default_cache_dir
 from mlcc.emit.target.targets import Target, TargetError, device_model, parse_targets
 from mlcc.emit.target.tuning_db import TuningDb, load_tuning_db

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.lower_module import fusion_kinds
+from mlcc.emit.codegen.lower_module import fusion_kinds
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Property
 from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding

@@ -14,7 +14,7 @@ import numpy as np
 
 from mlcc.bundle.kernels import import_jit
 from mlcc.bundle.layout import from_physical, to_physical
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.errors import InternalError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate_instruction

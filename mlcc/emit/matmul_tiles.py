@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 
-from mlcc.emit.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most, upper
-from mlcc.emit.indexing import Size
-from mlcc.emit.kernel import LaunchConfig, cdiv, grid_size, next_pow2
+from mlcc.emit.codegen.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most, upper
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.kernel import LaunchConfig, cdiv, grid_size, next_pow2
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError

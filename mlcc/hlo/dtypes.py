@@ -1,4 +1,4 @@
-"""Mapping between IR dtype names and numpy / ONNX / Triton dtypes."""
+"""Mapping between IR dtype names and numpy dtypes (Triton's names are codegen's: mlcc/emit/codegen/triton_types.py)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,6 @@ _TO_NUMPY = {
 if _BF16 is not None:
     _TO_NUMPY["bf16"] = _BF16
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
-
-TRITON_TYPES = {
-    "pred": "i1", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64",
-    "u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
-    "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64",
-}
-TL_TYPES = {
-    "pred": "tl.int1", "s8": "tl.int8", "s16": "tl.int16", "s32": "tl.int32", "s64": "tl.int64",
-    "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
-    "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
-}
 
 
 def numpy_dtype(dtype: str) -> np.dtype:

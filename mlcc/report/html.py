@@ -199,7 +199,7 @@ def build_context(bundle: Bundle, device_model: str | None) -> dict[str, Any]:
 
 
 def _environment() -> jinja2.Environment:
-    from mlcc.emit.kernel import template_dir
+    from mlcc.emit.codegen.kernel import template_dir
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())), autoescape=True,
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import mlcc.emit.contraction  # noqa: F401  (registers the dot/convolution lowerings)
-from mlcc.emit.kernel import lower
+import mlcc.emit.codegen.contraction  # noqa: F401  (registers the dot/convolution lowerings)
+from mlcc.emit.codegen.kernel import lower
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module
 from tests.emit.harness import run_kernel

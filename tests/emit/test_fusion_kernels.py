@@ -1,5 +1,5 @@
 """Kernels of output, input and attention fusions: the heavy op's template with the fusion's loop ops
-computed as its prologue or epilogue (mlcc/emit/fused.py), run under Triton's interpreter and compared
+computed as its prologue or epilogue (mlcc/emit/codegen/fused.py), run under Triton's interpreter and compared
 with the reference evaluator's value of the fusion, i.e. of the unfused computation it replaced."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-import mlcc.emit.attention  # noqa: F401  (registers fusion:attention)
-import mlcc.emit.contraction  # noqa: F401  (registers fusion:output)
-import mlcc.emit.reduction  # noqa: F401  (registers fusion:input)
+import mlcc.emit.codegen.attention  # noqa: F401  (registers fusion:attention)
+import mlcc.emit.codegen.contraction  # noqa: F401  (registers fusion:output)
+import mlcc.emit.codegen.reduction  # noqa: F401  (registers fusion:input)
 from mlcc.emit.check_numerics import check_numerics
-from mlcc.emit.kernel import Kernel, LaunchConfig, cdiv, lower
+from mlcc.emit.codegen.body import Assign, ElementOp
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, cdiv, lower
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate_instruction
@@ -656,15 +657,15 @@ def test_check_numerics_catches_an_epilogue_that_drops_its_bias(monkeypatch):
 
     def without_bias(template, **context):
         # the epilogue's add of the bias becomes a copy of the accumulator
-        body = [dict(s, kind="assign", x=s["args"][0]) if s["kind"] == "op" and s["op"] == "add" else s
+        body = [Assign(out=s.out, depth=s.depth, x=s.args[0]) if isinstance(s, ElementOp) and s.op == "add" else s
                 for s in context["epilogue"].body]
         context["epilogue"] = dataclasses.replace(context["epilogue"], body=body)
         return real_render(template, **context)
 
-    real_render = mlcc.emit.contraction.render
+    real_render = mlcc.emit.codegen.contraction.render
     assert check_numerics(module, {"fused_output_k": lower(inst, "fused_output_k")},
                           [(inst, "fused_output_k")]).kernels_checked == 1
-    monkeypatch.setattr(mlcc.emit.contraction, "render", without_bias)
+    monkeypatch.setattr(mlcc.emit.codegen.contraction, "render", without_bias)
     broken = lower(inst, "fused_output_k")
     with pytest.raises(InternalError, match=r"kernel fused_output_k \(%f, fusion, output\).*source nodes: Gemm_0, Relu_1"):
         check_numerics(module, {"fused_output_k": broken}, [(inst, "fused_output_k")])

@@ -1,4 +1,4 @@
-"""Loop kernels (mlcc/emit/loop.py): every elementwise and data-movement op, and loop fusions,
+"""Loop kernels (mlcc/emit/codegen/loop.py): every elementwise and data-movement op, and loop fusions,
 run under Triton's interpreter and checked against numpy (and the numpy evaluator, which
 defines what each op means)."""
 
@@ -8,8 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mlcc.emit import loop
-from mlcc.emit.kernel import LaunchConfig, lower
+from mlcc.emit.codegen import loop
+from mlcc.emit.codegen.kernel import LaunchConfig, lower
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate_computation

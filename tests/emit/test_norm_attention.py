@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import mlcc.emit.attention  # noqa: F401  (registers the attention lowering)
-import mlcc.emit.contraction  # noqa: F401  (registers dot/convolution, compiled below)
-import mlcc.emit.normalization  # noqa: F401  (registers softmax/layer-norm/rms-norm/batch-norm-inference)
-from mlcc.emit.kernel import lower
+import mlcc.emit.codegen.attention  # noqa: F401  (registers the attention lowering)
+import mlcc.emit.codegen.contraction  # noqa: F401  (registers dot/convolution, compiled below)
+import mlcc.emit.codegen.normalization  # noqa: F401  (registers softmax/layer-norm/rms-norm/batch-norm-inference)
+from mlcc.emit.codegen.kernel import lower
 from mlcc.emit.target.aot import compile_kernel
 from mlcc.emit.target.targets import parse_target
 from mlcc.hlo.parser import parse_module

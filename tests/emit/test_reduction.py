@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import mlcc.emit.pooling  # noqa: F401  (registers the reduce-window lowering)
-import mlcc.emit.reduction  # noqa: F401  (registers the reduce/argmax/argmin/cumsum lowerings)
-from mlcc.emit.kernel import lower
+import mlcc.emit.codegen.pooling  # noqa: F401  (registers the reduce-window lowering)
+import mlcc.emit.codegen.reduction  # noqa: F401  (registers the reduce/argmax/argmin/cumsum lowerings)
+from mlcc.emit.codegen.kernel import lower
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.verifier import verify_module

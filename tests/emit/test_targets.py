@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import compile_kernel
 from mlcc.emit.target.targets import (AMD_GENERIC, DEVICE_MODELS, GENERIC, TARGETS, Target, TargetError,
                                       device_model, parse_target, parse_targets)
@@ -156,7 +156,7 @@ def test_the_target_modules_import_at_module_level_and_without_cycles():
         graph[rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")] = top
     tiling, tuning_db = graph["mlcc.emit.tiling"], graph["mlcc.emit.target.tuning_db"]
     assert "mlcc.emit.tiling" in tuning_db and not any("tuning_db" in m or "lower_module" in m for m in tiling)
-    assert "mlcc.emit.lower_module" not in tuning_db
+    assert "mlcc.emit.codegen.lower_module" not in tuning_db
     # no cycle among these modules (an edge to a package counts as one to its __init__)
     def reach(start: str, seen: set[str]) -> set[str]:
         for m in graph.get(start, ()):

@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from mlcc.emit.attention import attention_problem
-from mlcc.emit.kernel import Kernel, LaunchConfig, lower
-from mlcc.emit.lower_module import tilings
+from mlcc.emit.codegen.attention import attention_problem
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, lower
+from mlcc.emit.codegen.lower_module import tilings
 from mlcc.emit.matmul_tiles import matmul_problem
 from mlcc.emit.target.targets import parse_target
 from mlcc.emit.tiling import TILINGS, tuned_config, tuning_candidates

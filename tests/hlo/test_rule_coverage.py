@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlcc.emit import kernel, loop
-from mlcc.emit.lower_module import fusion_kinds
+from mlcc.emit.codegen import kernel, loop
+from mlcc.emit.codegen.lower_module import fusion_kinds
 from mlcc.hlo.evaluator import EVAL_RULES
 from mlcc.hlo.opcodes import FLAGS, FUSION_KINDS, OPCODES, ops_with
 from mlcc.hlo.parser import parse_module

@@ -33,7 +33,7 @@ def _preload() -> None:
     import mlcc  # noqa: F401
     import mlcc.cli  # noqa: F401
     import mlcc.compiler  # noqa: F401
-    import mlcc.emit.lower_module  # noqa: F401
+    import mlcc.emit.codegen.lower_module  # noqa: F401
     import mlcc.emit.target.build  # noqa: F401
     import mlcc.frontend.onnx  # noqa: F401
     import mlcc.hlo.passes.pipelines  # noqa: F401

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import Binary, compile_kernel
 from mlcc.emit.target.targets import Target
 

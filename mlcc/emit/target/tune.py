@@ -21,8 +21,8 @@ from typing import Any, Callable
 from mlcc.bundle.dtypes import torch_dtype as torch_dtype_by_numpy_name
 from mlcc.bundle.kernels import import_jit
 from mlcc.compiler import CompileOptions, lower_model
-from mlcc.emit.kernel import Kernel, LaunchConfig
-from mlcc.emit.lower_module import tilings
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.lower_module import tilings
 from mlcc.emit.target.targets import Target, TargetError, parse_target
 from mlcc.emit.target.tuning_db import TunedConfig, TuningDb, load_tuning_db, write_tuning_db
 from mlcc.emit.tiling import TILINGS, tunable, tuning_candidates

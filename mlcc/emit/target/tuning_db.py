@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from mlcc.atomic import write_file_atomic
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.targets import Target, TargetError, parse_target
 from mlcc.emit.tiling import TILINGS, Tiling, tuned_config
 from mlcc.errors import InputMissingError, InvalidInputError

@@ -20,7 +20,7 @@ from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
 from mlcc.bundle.schemas import OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, dumps, validate
-from mlcc.emit.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.emit.writer.intent import build_intent

@@ -15,7 +15,7 @@ operands are widened to f32 first (bf16 products are exact in f32).
 
 An output fusion (a contraction plus an elementwise epilogue: bias, activation, residual, scale, cast)
 is the same kernel with the fused root evaluated on the accumulator tile before the store
-(mlcc/emit/fused.py); its operands are the fusion's parameters, read as they are. Two more shapes of
+(mlcc/emit/codegen/fused.py); its operands are the fusion's parameters, read as they are. Two more shapes of
 output fusion (mlcc/hlo/passes/fusion.py):
 - two convolutions at the same output coordinates: conv.py.jinja runs a K loop per convolution, each
   into its own accumulator (acc, acc_1), and the epilogue combines them (a ResNet shortcut added to the
@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides,
-                              merge_axes, numel, static_dims, strides, upper)
-from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops, needs_int64,
-                             pointer_params, read_as_is)
-from mlcc.emit.indexing import Size, size
-from mlcc.emit.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
-                              triton_pointer)
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims,
+                                      kernel_strides, merge_axes, numel, static_dims, strides, upper)
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
+                                     needs_int64, pointer_params, read_as_is, sections_ir)
+from mlcc.emit.codegen.indexing import Size, size
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
+                                      triton_pointer)
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -192,7 +192,8 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows),
                   flops=2 * upper(batch) * upper(m) * upper(n) * upper(k) + fused_flops,
-                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)}, scalars=io.symbols())
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)}, scalars=io.symbols(),
+                  body_ir=sections_ir(epilogue=fused))
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:
@@ -317,13 +318,14 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
         return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
                       gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
                       interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops,
-                      scalars=io.symbols())
+                      scalars=io.symbols(), body_ir=sections_ir(epilogue=fused))
     source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
                   gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False),
                   interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops,
-                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)}, scalars=io.symbols())
+                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)}, scalars=io.symbols(),
+                  body_ir=sections_ir(epilogue=fused))
 
 
 def grouped_conv_launch(m: Size, n: int, k: int, interpreter: bool) -> LaunchConfig:

@@ -9,7 +9,7 @@ or missing dims. With fewer k/v heads than q heads (grouped-query), q head h
 reads kv head h // (Hq / Hkv).
 
 An attention fusion computes its mask in the kernel: the loop ops producing it are evaluated per
-[BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/fused.py), so the mask is never
+[BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/codegen/fused.py), so the mask is never
 materialized either; q, k and v are the fusion's parameters, read as they are.
 """
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
-                              upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                             needs_int64, pointer_params, read_in_place)
-from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type, triton_pointer
+from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
+                                      numel, upper)
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
+                                     needs_int64, pointer_params, read_in_place, sections_ir)
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
+                                      triton_pointer)
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
@@ -93,7 +94,7 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
     block_d, block_dv = _head_tiles(problem)
     constexprs = {"BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_D": block_d,
                   "BLOCK_DV": block_dv}
-    if problem["dtype"] == "bf16":   # see mlcc.emit.contraction: the interpreter multiplies bf16 in f32
+    if problem["dtype"] == "bf16":   # see mlcc.emit.codegen.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
     sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
     grid = (grid_size(sq, tiles["BLOCK_M"]), grid_size(batch_heads, 1), 1)
@@ -258,7 +259,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops,
-                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols)
+                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols,
+                  body_ir=sections_ir(**fused))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,

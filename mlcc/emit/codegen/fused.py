@@ -10,7 +10,7 @@ except where it touches the fused values:
   coordinates, the heavy op's value (the accumulator) standing in for the heavy op, and stores that
   through the fusion's layout.
 
-Both are the LoopEmitter's statements (mlcc/emit/loop.py), rendered by loop_ops.py.jinja with the tile's
+Both are the LoopEmitter's statements (mlcc/emit/codegen/loop.py), rendered by loop_ops.py.jinja with the tile's
 shape (``BLOCK_M, BLOCK_N``) where a loop kernel has ``[BLOCK]``. The coordinates come from lane
 variables the template defines, each a flat row-major index over some logical dims (``offs_m[:, None]``
 for the rows of a tile, ``pid_b`` for the batch element of a program), unravelled by the emitter's index
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from mlcc.emit.coords import is_wide, kernel_dims
-from mlcc.emit.indexing import Affine, Body, Mask, Size, interval, size, size_code
-from mlcc.emit.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
+from mlcc.emit.codegen.coords import is_wide, kernel_dims
+from mlcc.emit.codegen.body import Stmt, format_body
+from mlcc.emit.codegen.builder import Body
+from mlcc.emit.codegen.indexing import Affine, Mask, Size, interval, size, size_code
+from mlcc.emit.codegen.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.views import affine_view
 from mlcc.hlo.ir import Instruction, Shape
@@ -47,7 +47,7 @@ class Lanes:
 @dataclass(frozen=True)
 class Section:
     """Statements computing one fused value over a tile, for loop_ops.stmt; ``result`` holds it."""
-    body: list[dict[str, Any]]
+    body: list[Stmt]
     result: str
     shape: str
 
@@ -70,8 +70,8 @@ class FusedOperand:
 class _PrefixedBody(Body):
     """Statement variables named ``<prefix><kind><n>``, apart from the template's own."""
 
-    def __init__(self, prefix: str, index_dtype: str, block_vars: Sequence[str]) -> None:
-        super().__init__(index_dtype, block_vars)
+    def __init__(self, prefix: str, index_dtype: str) -> None:
+        super().__init__(index_dtype)
         self.prefix = prefix
 
     def fresh(self, prefix: str) -> str:
@@ -90,8 +90,11 @@ class TileEmitter(LoopEmitter):
                  lanes: Sequence[Lanes], wide: bool) -> None:
         super().__init__([op.shape for op in fusion.operands], "s64" if wide else "s32")
         self.shape = shape
-        self.body = _PrefixedBody(prefix, self.body.index_dtype,
-                                  (LINEAR, MASK, *[lane.var for lane in lanes if lane.per_lane]))
+        self.body = _PrefixedBody(prefix, self.body.index_dtype)
+        self.body.declare(LINEAR, self.body.index_dtype)
+        self.body.declare(MASK, "pred")
+        for lane in lanes:
+            self.body.declare(lane.var, self.body.index_dtype, block=lane.per_lane)
         self.coords = self._unravel(space, lanes)
         self._bound: dict[tuple[int, Coords], Value] = {}
         self._sections: list[tuple[int, str]] = []  # (end of its statements, result variable)
@@ -116,11 +119,14 @@ class TileEmitter(LoopEmitter):
 
     def bind(self, inst: Instruction, var: str, dtype: str) -> None:
         """inst's value at this tile's coordinates is the template's ``var``, held in dtype."""
+        self.body.declare(var, dtype)
         self._bound[(id(inst), self.coords)] = self.convert(Value(var, dtype, True), inst.shape.dtype)
 
     def section(self, inst: Instruction, coords: Coords | None = None, mask: str = MASK) -> None:
         """The statements of inst's value (one per lane) at coords (this tile's by default), reading
         memory where mask holds (a template variable: the tile's ``mask``, or one for fewer dims)."""
+        if mask not in self.body.inputs:
+            self.body.declare(mask, "pred")
         v = self.block(self.value(inst, self.coords if coords is None else coords, mask))
         self._sections.append((len(self.body.stmts), v.name))
 
@@ -133,6 +139,12 @@ class TileEmitter(LoopEmitter):
             out.append(Section(body, name, self.shape))
             start = end
         return out
+
+
+def sections_ir(**sections: Section | None) -> str:
+    """The printed body IR (Kernel.body_ir) of a kernel's fused sections, each under its name."""
+    return "\n".join(f"{name}:\n" + "\n".join("  " + line for line in format_body(sec.body).split("\n"))
+                     for name, sec in sections.items() if sec is not None)
 
 
 def broadcast_coords(coords: Coords, shape: Shape) -> Coords:

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from mlcc.emit.indexing import Size, interval, size
+from mlcc.emit.codegen.indexing import Size, interval, size
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape

@@ -21,8 +21,9 @@ from typing import Any, Callable
 
 import jinja2
 
+from mlcc.emit.codegen.elementwise import element_code
+from mlcc.emit.codegen.triton_types import tl_type, triton_type
 from mlcc.emit.target.targets import Target
-from mlcc.hlo.dtypes import TL_TYPES, TRITON_TYPES
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
@@ -54,9 +55,12 @@ class Kernel:
     # entry (those targets are in `tuned`); a target without one compiles and launches with gpu.
     targets: dict[str, LaunchConfig] = field(default_factory=dict)
     tuned: list[str] = field(default_factory=list)
-    signature: str = ""       # what the tuning database keys it by (mlcc/emit/lower_module.py)
+    signature: str = ""       # what the tuning database keys it by (mlcc/emit/codegen/lower_module.py)
     # Symbols whose values the kernel takes at run time, after the pointers (params sym_<name>, i32).
     scalars: list[str] = field(default_factory=list)
+    # The kernel-body IR it was rendered from, printed (mlcc/emit/codegen/body.py): for debugging, never
+    # part of the bundle. Loop kernels only; "" for the others.
+    body_ir: str = ""
 
     def config_for(self, target: Target) -> LaunchConfig:
         """The launch config a binary for target is compiled and launched with."""
@@ -64,11 +68,7 @@ class Kernel:
 
 
 def triton_pointer(shape: Shape) -> str:
-    return "*" + TRITON_TYPES[shape.dtype]
-
-
-def tl_type(dtype: str) -> str:
-    return TL_TYPES[dtype]
+    return "*" + triton_type(shape.dtype)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -118,8 +118,8 @@ def template_dir() -> Path:
     override = os.environ.get("MLCC_TEMPLATE_DIR")
     if override:
         return Path(override)
-    here = Path(__file__).resolve().parent.parent
-    checkout = here.parent / "templates"
+    package = Path(__file__).resolve().parents[2]  # mlcc/ (this file is mlcc/emit/codegen/kernel.py)
+    checkout = package.parent / "templates"
     if checkout.is_dir():
         return checkout
     return Path(str(importlib.resources.files("mlcc") / "_templates"))
@@ -131,6 +131,7 @@ def _env() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
     env.globals["tl_type"] = tl_type
+    env.globals["element_code"] = element_code  # an elementwise op statement's code (loop_ops.py.jinja)
     return env
 
 

@@ -8,8 +8,9 @@ an elementwise op at the same coordinates, a data-movement op at remapped ones
 ``base + sum(coord * stride)`` through its operand's layout. A plain op is
 lowered as a fusion of that one op.
 
-The rules below produce statements (mlcc/emit/indexing.py); the Triton code of
-each statement and op is in templates/loop_ops.py.jinja and loop_math.py.jinja.
+The rules below produce statements (mlcc/emit/codegen/body.py); the Triton code of
+each op is its entry in mlcc/emit/codegen/elementwise.py, each statement kind's in
+templates/loop_ops.py.jinja.
 
 Every value is a block (one element per lane) except constants, which are
 broadcast where an op uses them; a load of one element for all lanes is
@@ -22,12 +23,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import jinja2
-
-from mlcc.emit.coords import upper
-from mlcc.emit.indexing import (NEVER, Affine, Body, Mask, Size, exact_quotient, interval, linear_offset,
-                                row_major_strides, size, size_code)
-from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
+from mlcc.emit.codegen.body import (Assign, BitcastConvert, Broadcast, Convert, ElementOp, Full, Index, Load, Select,
+                                    Store, Table, format_body)
+from mlcc.emit.codegen.builder import Body
+from mlcc.emit.codegen.coords import upper
+from mlcc.emit.codegen.elementwise import has_code
+from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Size, exact_quotient, interval, linear_offset,
+                                        row_major_strides, size, size_code)
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
                               triton_pointer)
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Shape
@@ -87,7 +90,9 @@ class LoopEmitter:
 
     def __init__(self, inputs: Sequence[Shape], index_dtype: str) -> None:
         self.inputs = list(inputs)
-        self.body = Body(index_dtype, (LINEAR, TAIL_MASK))
+        self.body = Body(index_dtype)
+        self.body.declare(LINEAR, index_dtype)
+        self.body.declare(TAIL_MASK, "pred")
         self.ops = 0
         self.identity: Affine | None = None  # the offset of the element being computed, in the walk's layout
         self._memo: list[dict] = [{}]
@@ -124,7 +129,7 @@ class LoopEmitter:
 
     # ---- value statements
     def full(self, value: float | bool, dtype: str) -> Value:
-        return Value(self.body.add("full", self.body.fresh("v"), False, value=value, dtype=dtype), dtype, False)
+        return Value(self.body.add(Full, self.body.fresh("v"), False, value=value, dtype=dtype), dtype, False)
 
     def convert(self, v: Value, dtype: str) -> Value:
         if v.dtype == dtype:
@@ -134,7 +139,7 @@ class LoopEmitter:
         found = self._lookup(key)
         if found is None:
             lo, hi = int_range(dtype) if category(dtype) in ("signed", "unsigned") else (0, 0)
-            out = self.body.add("convert", self.body.fresh("v"), v.block, x=v.name, src=v.dtype, dst=dtype,
+            out = self.body.add(Convert, self.body.fresh("v"), v.block, x=v.name, src=v.dtype, dst=dtype,
                                 lo=lo, hi=hi)
             found = self._memo[-1][key] = Value(out, dtype, v.block)
         return found
@@ -146,18 +151,18 @@ class LoopEmitter:
         key = ("block", v.name)
         found = self._lookup(key)
         if found is None:
-            out = self.body.add("broadcast", self.body.fresh("v"), True, x=v.name)
+            out = self.body.add(Broadcast, self.body.fresh("v"), True, x=v.name)
             found = self._memo[-1][key] = Value(out, v.dtype, True)
         return found
 
     def assign(self, v: Value, out: str | None = None) -> Value:
         """A new block variable holding v (or ``out`` reassigned: a loop's accumulator)."""
-        kind = "assign" if v.block else "broadcast"
+        kind = Assign if v.block else Broadcast
         return Value(self.body.add(kind, out or self.body.fresh("acc"), True, x=v.name), v.dtype, True)
 
     def select(self, cond: Mask, a: Value, b: Value, out: str | None = None) -> Value:
         a, b = self.block(a), self.block(b)
-        name = self.body.add("select", out or self.body.fresh("v"), True, cond=cond, a=a.name, b=b.name)
+        name = self.body.add(Select, out or self.body.fresh("v"), True, cond=cond, a=a.name, b=b.name)
         return Value(name, a.dtype, True)
 
     def apply(self, opcode: str, args: Sequence[Value], result_dtype: str, variant: str | None = None) -> Value:
@@ -167,9 +172,11 @@ class LoopEmitter:
         args = [self.block(self.convert(a, compute) if a.dtype == dtype else a) for a in args]
         out_dtype = "pred" if opcode in _PRED_RESULT else compute
         width = DTYPE_BYTES[compute] * 8 if compute != "pred" else 8
-        out = self.body.add("op", self.body.fresh("v"), True, op=opcode, variant=variant,
-                            category=category(compute), dtype=compute, args=[a.name for a in args],
-                            bits=width, utype=f"u{width}", stype=f"s{width}")
+        if not has_code(opcode, variant, category(compute)):
+            raise UnsupportedError(f"no loop kernel code for {opcode}{'/' + variant if variant else ''} on {compute}")
+        out = self.body.add(ElementOp, self.body.fresh("v"), True, op=opcode, variant=variant,
+                            category=category(compute), dtype=compute, args=tuple(a.name for a in args),
+                            bits=width, utype=f"u{width}", stype=f"s{width}", result=out_dtype)
         self.ops += 1
         return self.convert(Value(out, out_dtype, True), result_dtype)
 
@@ -181,8 +188,8 @@ class LoopEmitter:
             mask = None  # the same element for every lane, in bounds (constant, clamped or a loop row)
         elif mask == TAIL_MASK and offset == self.identity:
             offset = Affine.var(LINEAR)  # laid out like the walk: contiguous lanes, vectorizable
-        out = self.body.add("load", self.body.fresh("v"), True, ptr=ptr, offset=offset, mask=mask,
-                            offset_block=offset_block, index=self.body.index_dtype)
+        out = self.body.add(Load, self.body.fresh("v"), True, ptr=ptr, offset=offset, mask=mask,
+                            offset_block=offset_block, index=self.body.index_dtype, dtype=shape.dtype)
         return Value(out, shape.dtype, True)
 
     def index(self, v: Value, size: Size, wrap: bool, clamp: tuple[Size, Size] | None) -> Affine:
@@ -215,7 +222,7 @@ def _elementwise(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask)
         return em.convert(args[0], dtype)
     if inst.opcode == "bitcast-convert":
         x = args[0]
-        out = em.body.add("bitcast_convert", em.body.fresh("v"), x.block, x=x.name, src=x.dtype, dst=dtype)
+        out = em.body.add(BitcastConvert, em.body.fresh("v"), x.block, x=x.name, src=x.dtype, dst=dtype)
         return Value(out, dtype, x.block)
     attr = _VARIANT_ATTR.get(inst.opcode)
     return em.apply(inst.opcode, args, dtype, inst.attrs[attr] if attr else None)
@@ -246,7 +253,7 @@ def _constant(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) ->
         raise UnsupportedError(f"%{inst.name}: inline constant of {len(values)} elements (at most {MAX_TABLE})")
     x = em.body.materialize(flat).single_var
     block = em.body.is_block(x)
-    out = em.body.add("table", em.body.fresh("v"), block, x=x, entries=values, dtype=dtype)
+    out = em.body.add(Table, em.body.fresh("v"), block, x=x, entries=tuple(values), dtype=dtype)
     return Value(out, dtype, block)
 
 
@@ -254,7 +261,7 @@ def _constant(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) ->
 def _iota(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     c = coords[inst.attrs["iota_dimension"]] if coords else Affine()
     if c.is_const and isinstance(c.const, Sym):
-        x = em.body.add("index", em.body.fresh("i"), False, expr=c)
+        x = em.body.add(Index, em.body.fresh("i"), False, expr=c)
         return em.convert(Value(x, em.body.index_dtype, False), inst.shape.dtype)
     if c.is_const:
         return em.full(c.const, inst.shape.dtype)
@@ -268,7 +275,7 @@ def _size(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Val
     value = size(as_sym(inst.attrs["expr"]))
     if isinstance(value, int):
         return em.full(value, inst.shape.dtype)
-    x = em.body.add("index", em.body.fresh("i"), False, expr=Affine(const=value))
+    x = em.body.add(Index, em.body.fresh("i"), False, expr=Affine(const=value))
     return em.convert(Value(x, em.body.index_dtype, False), inst.shape.dtype)
 
 
@@ -540,11 +547,16 @@ def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[S
     return "s64" if max(upper(s.numel_expr()) for s in shapes) > INT32_SAFE else "s32"
 
 
-def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
-    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp)."""
+def _outputs(inst: Instruction) -> list[Shape]:
+    return list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
+
+
+def loop_body(comp: Computation, inst: Instruction) -> LoopEmitter:
+    """The emitter holding the body of inst's loop kernel (a loop fusion calling comp, or one op wrapped in
+    comp): its statements in ``em.body``, a store of each output at the end."""
     _check_fusible(comp)
     inputs = [op.shape for op in inst.operands]
-    outputs = list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
+    outputs = _outputs(inst)
     roots = list(comp.root.operands) if comp.root.opcode == "tuple" else [comp.root]
     first = outputs[0]
     if any(s.dims != first.dims for s in outputs):
@@ -562,16 +574,21 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
         for k, (root, shape) in enumerate(zip(roots, outputs)):
             v = em.value(root, coords, TAIL_MASK)
             offset = Affine.var(LINEAR) if shape.layout == first.layout else linear_offset(coords, _strides(shape))
-            em.body.add("store", None, False, ptr=f"out{k}", offset=offset, x=v.name, mask=TAIL_MASK)
+            em.body.add(Store, None, False, ptr=f"out{k}", offset=offset, x=v.name, mask=TAIL_MASK)
+    return em
+
+
+def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
+    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp)."""
+    em = loop_body(comp, inst)
+    inputs, outputs = [op.shape for op in inst.operands], _outputs(inst)
+    n = size(outputs[0].numel_expr())
     symbols = kernel_symbols(*inputs, *outputs, *comp.instructions)
     params = [f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
     params += [f"sym_{s}" for s in symbols]
-    try:
-        source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=em.body.live(),
-                        int64=em.body.index_dtype == "s64", linear=LINEAR, tail_mask=TAIL_MASK)
-    except jinja2.UndefinedError as e:
-        ops = sorted({f"{s['op']} on {s['dtype']}" for s in em.body.stmts if s["kind"] == "op"})
-        raise UnsupportedError(f"%{inst.name}: no loop kernel code for one of {', '.join(ops)} ({e})") from e
+    body = em.body.live()
+    source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=body,
+                    int64=em.body.index_dtype == "s64", linear=LINEAR, tail_mask=TAIL_MASK)
     hint = upper(n)  # tiles are chosen for the largest size in range
     gpu_block = min(GPU_BLOCK, max(128, next_pow2(hint)))
     interpreter_block = min(INTERPRETER_BLOCK, next_pow2(max(hint, 1)))
@@ -585,6 +602,7 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
         flops=hint * em.ops,
         extra={"numel": n if isinstance(n, int) else str(n), "index_dtype": em.body.index_dtype},
         scalars=symbols,
+        body_ir=format_body(body, em.body.inputs),
     )
 
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from types import ModuleType
 from typing import Sequence
 
-# Importing the lowering modules registers their templates in LOWERINGS.
-from mlcc.emit import kernel as _kernel
-from mlcc.emit.kernel import Kernel, lower, lowering_key
+# Importing the lowering modules registers their lowerings in LOWERINGS: a plain import, so a module
+# missing or misnamed here fails when this module loads instead of its fusion kind silently vanishing.
+from mlcc.emit.codegen import attention, contraction, loop, normalization, pooling, reduction
+from mlcc.emit.codegen.kernel import LOWERINGS, Kernel, lower, lowering_key
 from mlcc.emit.target.targets import Target
 from mlcc.emit.target.tuning_db import TuningDb, configure_targets
 from mlcc.emit.tiling import TILINGS, Tiling
@@ -29,29 +31,28 @@ from mlcc.hlo.ir import Instruction, Module
 from mlcc.hlo.symbolic import SymbolicError, symbol_ranges, symbols_of
 from mlcc.names import sanitize_identifier
 
-_LOWERING_MODULES = ("loop", "reduction", "pooling", "contraction", "normalization", "attention")
+LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention)
 PLACEHOLDER = "mlcc_kernel"
 
 
-def _load_lowerings() -> None:
-    import importlib
-    for name in _LOWERING_MODULES:
-        try:
-            importlib.import_module(f"mlcc.emit.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"mlcc.emit.{name}":
-                raise
+def check_lowering_modules(modules: Sequence[ModuleType]) -> None:
+    """Every lowering module registers at least one lowering (else it is not the module meant)."""
+    registering = {fn.__module__ for fn in LOWERINGS.values()}
+    idle = [m.__name__ for m in modules if m.__name__ not in registering]
+    if idle:
+        raise ImportError(f"lowering modules register no lowering: {', '.join(idle)}")
+
+
+check_lowering_modules(LOWERING_MODULES)
 
 
 def fusion_kinds() -> frozenset[str]:
-    """The fusion kinds some template can lower."""
-    _load_lowerings()
-    return frozenset(k.split(":", 1)[1] for k in _kernel.LOWERINGS if k.startswith("fusion:"))
+    """The fusion kinds some lowering registers (what fusion may form)."""
+    return frozenset(k.split(":", 1)[1] for k in LOWERINGS if k.startswith("fusion:"))
 
 
 def tilings() -> dict[str, Tiling]:
-    """Every template's tiling (importing the lowering modules registers them)."""
-    _load_lowerings()
+    """Every template's tiling (the lowering modules register them as they load)."""
     return TILINGS
 
 
@@ -73,11 +74,10 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[Target] = (
                  tuning: TuningDb | None = None) -> tuple[dict[str, Kernel], list[tuple[Instruction, str]]]:
     """Kernels by name and the launches of the schedule; each kernel configured for every GPU target
     (its heuristic, or the tuning database's entry)."""
-    _load_lowerings()
     kernels: dict[str, Kernel] = {}
     by_key: dict[str, str] = {}
     launches: list[tuple[Instruction, str]] = []
-    missing = sorted({lowering_key(i) for i in plan.steps if lowering_key(i) not in _kernel.LOWERINGS})
+    missing = sorted({lowering_key(i) for i in plan.steps if lowering_key(i) not in LOWERINGS})
     if missing:
         raise UnsupportedError(f"no kernel template for {', '.join(missing)}")
     with symbol_ranges(module.symbols):

@@ -4,21 +4,21 @@ A row kernel gives each program BLOCK_ROWS rows of the normalized dims as a 2-D
 tile; a row longer than BLOCK_C is walked in chunks (a pass per statistic),
 one that fits is read once. Statistics are f32 (f64 for f64 inputs).
 
-As the heavy op of an input fusion (lowered in mlcc/emit/reduction.py), a row kernel computes x, the
+As the heavy op of an input fusion (lowered in mlcc/emit/codegen/reduction.py), a row kernel computes x, the
 scale and the bias from the fusion's loop ops at each chunk's coordinates, and the fused root from
-the normalized value y before storing it (mlcc/emit/fused.py).
+the normalized value y before storing it (mlcc/emit/codegen/fused.py).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from mlcc.emit.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes, numel,
-                              upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params
-from mlcc.emit.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
-                              tl_type, triton_pointer)
+from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
+                                      numel, upper)
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params, sections_ir
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
+                                      tl_type, triton_pointer)
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import Instruction
@@ -95,7 +95,8 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
     return Kernel(kernel_name, "row_norm.py.jinja", source, pointers + ["i32"] * len(symbols),
                   gpu=_row_launch(num_rows, row_size, interpreter=False),
                   interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops,
-                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols)
+                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols,
+                  body_ir=sections_ir(**sections))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],
@@ -154,7 +155,7 @@ def rms_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | N
     return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
 
 
-# the row kernels an input fusion's reduction may be (lowered in mlcc/emit/reduction.py)
+# the row kernels an input fusion's reduction may be (lowered in mlcc/emit/codegen/reduction.py)
 RowKernel = Callable[[Instruction, str, Instruction | None], Kernel]
 ROW_KERNELS: dict[str, RowKernel] = {"softmax": softmax_kernel, "layer-norm": layer_norm_kernel,
                                      "rms-norm": rms_norm_kernel}

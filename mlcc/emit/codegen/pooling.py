@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, clamp_pow2, highest, is_wide, kernel_dims, kernel_strides, lowest,
-                              numel, upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, clamp_pow2, highest, is_wide, kernel_dims,
+                                      kernel_strides, lowest, numel, upper)
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
+                                      triton_pointer)
 from mlcc.hlo.ir import Instruction, is_float
 
 POOL_KINDS = ("add", "maximum", "minimum", "avg")

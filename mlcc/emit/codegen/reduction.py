@@ -7,18 +7,20 @@ any set of reduced dims under any layout is one loop over a 2-D tile
 
 An input fusion (one reduction, the loop ops computing its operands, elementwise ops on its result)
 is the reduction's kernel with the operand's tiles computed where they would be loaded, and the fused
-root computed where the result would be stored (mlcc/emit/fused.py); its lowering is here for every
-reduction kind, the row kernels' builders coming from mlcc/emit/normalization.py.
+root computed where the result would be stored (mlcc/emit/codegen/fused.py); its lowering is here for every
+reduction kind, the row kernels' builders coming from mlcc/emit/codegen/normalization.py.
 """
 
 from __future__ import annotations
 
-from mlcc.emit.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
-                              kernel_strides, lowest, merge_axes, numel, upper)
-from mlcc.emit.indexing import Size
-from mlcc.emit.fused import Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params
-from mlcc.emit.kernel import Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type, triton_pointer
-from mlcc.emit.normalization import ROW_KERNELS
+from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
+                                      kernel_strides, lowest, merge_axes, numel, upper)
+from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params,
+                                     sections_ir)
+from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
+                                      triton_pointer)
+from mlcc.emit.codegen.normalization import ROW_KERNELS
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
@@ -118,7 +120,8 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
                   gpu=_row_launch(num_out, num_red, interpreter=False),
                   interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops,
-                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols)
+                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols,
+                  body_ir=sections_ir(prologue=prologue, epilogue=fused_epilogue))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
