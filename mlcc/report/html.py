@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from mlcc.atomic import write_file_atomic
+from mlcc.emit.codegen.kernel import template_dir
 from mlcc.errors import OutputError
 from mlcc.inspect import (
     Bundle,
@@ -199,7 +200,6 @@ def build_context(bundle: Bundle, device_model: str | None) -> dict[str, Any]:
 
 
 def _environment() -> jinja2.Environment:
-    from mlcc.emit.codegen.kernel import template_dir
     return jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())), autoescape=True,
                               undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
