@@ -8,9 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mlcc.bundle import interpreter_numerics
+
 
 def import_jit(source: str | Path, name: str, prefix: str = "mlcc_kernel") -> Any:
-    """The @triton.jit function ``name`` defined by the kernel source file at ``source``."""
+    """The @triton.jit function ``name`` defined by the kernel source file at ``source``. Loading one also makes
+    Triton's interpreter convert bfloat16 as the GPU does (interpreter_numerics), for CPU runs of it."""
+    interpreter_numerics.install()
     source = Path(source)
     mod_name = f"{prefix}_{abs(hash(str(source.resolve())))}_{name}"
     spec = importlib.util.spec_from_file_location(mod_name, source)
