@@ -30,7 +30,7 @@ from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputE
 from mlcc.frontend.hlo_text import import_hlo_text, is_hlo_text
 from mlcc.frontend.onnx import import_onnx
 from mlcc.frontend.stablehlo import import_stablehlo
-from mlcc.hlo.ir import Instruction, Module
+from mlcc.hlo.ir import MAX_VALUE_BYTES, Instruction, Module
 from mlcc.hlo.passes.fusion import unfused_stats
 from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
@@ -213,6 +213,18 @@ def _require_static_inputs(module: Module, file: str | None) -> None:
                                    f"(--shape {unranged[0]}=N)", file=file)
 
 
+def _require_possible_sizes(module: Module, file: str | None) -> None:
+    """A value no device could hold (more than MAX_VALUE_BYTES at the top of its symbols' ranges) is invalid
+    input, whichever frontend made it: the ONNX importer names its tensor already; this catches the rest."""
+    for inst in module.all_instructions():
+        for shape in inst.shape.elements if inst.shape.is_tuple else [inst.shape]:
+            size = shape.upper_nbytes(module.symbols)
+            if size > MAX_VALUE_BYTES:
+                what = f"'{inst.origin[0]}'" if inst.origin else f"%{inst.name}"
+                raise InvalidInputError(f"value {what} of type {shape} needs {size} bytes, more than 2**48 "
+                                        f"(256 TiB, more than any device addresses)", file=file)
+
+
 def _checked_options(options: CompileOptions):
     """The targets, the device model and the pass pipeline the options name; UnsupportedError if one is unknown."""
     try:  # an empty target list builds a bundle without binaries (CPU interpreter, or JIT on a GPU)
@@ -275,6 +287,7 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     module, model_info, deps = import_model(model, options)
     report("import", 1, 1)
     _require_static_inputs(module, model_info.get("file"))
+    _require_possible_sizes(module, model_info.get("file"))
     records = _input_records(deps, options, model_info["sha256"])
     key = _build_key(records, options)
     if not options.force:

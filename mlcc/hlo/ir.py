@@ -19,6 +19,9 @@ DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
           "f16", "bf16", "f32", "f64")
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
                "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+# No device mlcc targets addresses more than 2**48 bytes (256 TiB: the 48-bit virtual address space of x86-64 and
+# of the GPUs' unified addressing): a larger value cannot exist.
+MAX_VALUE_BYTES = 2**48
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
 SIGNED_DTYPES = ("s8", "s16", "s32", "s64")
 UNSIGNED_DTYPES = ("u8", "u16", "u32", "u64")

@@ -29,7 +29,7 @@ from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
-from mlcc.hlo.ir import Dim, Instruction, Module, Shape
+from mlcc.hlo.ir import MAX_VALUE_BYTES, Dim, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import ShapeError
 from mlcc.hlo.symbolic import NAME, Sym
 from mlcc.names import sanitize_identifier
@@ -259,7 +259,7 @@ def _set_input_dims(model: onnx.ModelProto, label: str | None, shapes: InputShap
                 dim.dim_param = f"{sanitize_identifier(inp.name)}_d{k}"
 
 
-MAX_TENSOR_BYTES = 2**63 - 1  # sizes are int64 everywhere downstream: a larger tensor is an overflow
+MAX_TENSOR_BYTES = MAX_VALUE_BYTES  # (a product of dims past 2**63 would also overflow the int64 sizes downstream)
 
 
 def _check_input_dims(model: onnx.ModelProto, label: str | None) -> None:
@@ -285,7 +285,8 @@ def check_tensor_size(name: str, dims: Sequence[Dim | None], elem_type: int | st
                                     op_type=op_type)
         size *= d
     if size > MAX_TENSOR_BYTES:
-        raise InvalidModelError(f"value '{name}' with dims {list(dims)} needs {size} bytes, more than 2**63",
+        raise InvalidModelError(f"value '{name}' with dims {list(dims)} needs {size} bytes, more than 2**48 "
+                                f"(256 TiB, more than any device addresses)",
                                 file=label, node=node, op_type=op_type)
 
 

@@ -8,6 +8,7 @@ splat). A float written as a hex integer (``dense<0xFF800000>``) is its bit patt
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from mlcc.frontend.stablehlo.syntax import TensorType
 from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import MAX_VALUE_BYTES
 
 _FLOAT_BITS = {"f16": np.uint16, "bf16": np.uint16, "f32": np.uint32, "f64": np.uint64}
 
@@ -48,7 +50,10 @@ def to_array(literal: Literal, ttype: TensorType) -> np.ndarray:
         raise DenseError(f"a constant needs a static shape, not {ttype}")
     dtype = numpy_dtype(ttype.dtype)
     dims = tuple(int(d) for d in ttype.dims)  # type: ignore[arg-type]
-    count = int(np.prod(dims, dtype=np.int64))
+    count = math.prod(dims)
+    if count * dtype.itemsize > MAX_VALUE_BYTES:
+        raise DenseError(f"a constant of type {ttype} needs {count * dtype.itemsize} bytes, more than 2**48 "
+                         f"(256 TiB, more than any device addresses)")
     if literal.kind == "hex":
         return _from_hex(literal.data, ttype.dtype, dtype, dims, count)
     if literal.kind == "splat":
