@@ -52,7 +52,7 @@ LOOP_OPS = tuple(sorted(ELEMENTWISE_OPS)) + DATA_MOVEMENT_OPS
 FUSIBLE_OPS = frozenset(LOOP_OPS) | {"parameter", "constant", "bitcast"}
 
 _HALF = ("f16", "bf16")
-_PRED_RESULT = ("compare", "is-finite", "is-nan", "is-inf")
+_PRED_RESULT = ops_with("predicate")
 _VARIANT_ATTR = {"compare": "direction", "gelu": "approximate"}
 _SCATTER_OPS = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 
