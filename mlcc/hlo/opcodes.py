@@ -20,10 +20,10 @@ FLAGS = {
     "contraction": "sums products of its two operands' elements over contracted dims (category contraction)",
     "structural": "no computation of its own: an argument, a constant, a tuple, a tuple's element, a call "
                   "of a fused computation (category structural)",
-    "layout_agnostic": "its kernel reads every operand through its strides and writes any result layout, "
-                       "so layout assignment never copies around it (every elementwise op, and some set "
-                       "per op)",
     # set per op
+    "layout_agnostic": "its kernel reads every operand through its strides and writes any result layout, "
+                       "so layout assignment never copies around it (every elementwise op has it from its "
+                       "category)",
     "in_place_safe": "elementwise with result and operands of the same dims: its kernel reads each operand "
                      "element once, at the coordinates it writes, before writing, so the result may "
                      "overwrite a dying operand's buffer",
@@ -132,7 +132,8 @@ _TABLE: list[OpInfo] = [
     OpInfo("reshape", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one", "reindex", "splat_preserving"}),
     OpInfo("bitcast", 1, "data",
            flags=_LOOP | {"no_kernel", "view", "strided_view", "one_to_one", "reindex", "splat_preserving"}),
-    OpInfo("copy", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one", "layout_agnostic", "splat_preserving"}),
+    OpInfo("copy", 1, "data",
+           flags=_LOOP | {"view", "logical_view", "one_to_one", "layout_agnostic", "splat_preserving"}),
     OpInfo("transpose", 1, "data", ("dimensions",),
            flags=_LOOP | {"view", "logical_view", "strided_view", "one_to_one", "reindex", "splat_preserving"}),
     OpInfo("slice", 1, "data", ("start_indices", "limit_indices", "strides"),
