@@ -18,7 +18,7 @@ from mlcc.bundle.layout import ALIGNMENT, align  # noqa: F401 - the bundle forma
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.opcodes import ops_with
 
-NO_KERNEL = frozenset({"parameter", "constant", "bitcast", "tuple", "get-tuple-element"})
+NO_KERNEL = ops_with("no_kernel")
 
 
 def launches_kernel(inst: Instruction) -> bool:

@@ -17,7 +17,13 @@ FLAGS = {
     "elementwise": "each result element is a function of the operands' elements at its coordinates "
                    "(category unary, binary or ternary)",
     "data_movement": "moves, repeats or picks elements without arithmetic on them (category data)",
+    "contraction": "sums products of its two operands' elements over contracted dims (category contraction)",
+    "structural": "no computation of its own: an argument, a constant, a tuple, a tuple's element, a call "
+                  "of a fused computation (category structural)",
     # set per op
+    "layout_agnostic": "its kernel reads every operand through its strides and writes any result layout, "
+                       "so layout assignment never copies around it (every elementwise op has it from its "
+                       "category)",
     "in_place_safe": "elementwise with result and operands of the same dims: its kernel reads each operand "
                      "element once, at the coordinates it writes, before writing, so the result may "
                      "overwrite a dying operand's buffer",
@@ -34,9 +40,28 @@ FLAGS = {
                     "may read it from the operand's buffer",
     "one_to_one": "each operand element becomes exactly one result element (value kept, or only converted): "
                   "a tensor flowing through keeps its identity",
+    "reindex": "each result element is an element of an operand (of one of them, for concatenate) at "
+               "coordinates that the result's coordinates and the attributes alone determine: no indices "
+               "read from data, no element added (pad's value), and not copy, whose purpose is to "
+               "materialize a layout; a reindex of values computed from indices is computed from indices",
+    "splat_preserving": "every result element is an element of its first operand, at coordinates that the "
+                        "result's coordinates, the attributes and at most scalar start indices determine: "
+                        "a splat first operand gives a splat of its value",
+    "commutative": "binary, and its operands may be swapped without changing the result",
+    "predicate": "its result is pred, whatever its operands' element type",
+    "indexed_read": "reads of its first operand only the elements its indices pick: at most the result's "
+                    "bytes of an operand that may be much larger (an embedding table)",
+    "input_fusible": "reduces along dims in a loop over each row of its first operand, reading it element "
+                     "by element: the producers of that operand may be computed inside the loop (the heavy "
+                     "op of an input fusion)",
+    "row_normalization": "reduces each row of its first operand and maps every element of the row through "
+                         "the row's result: the result has the first operand's dims",
+    "row_norm": "a row normalization by the row's statistics, scaled per feature by its other operands "
+                "(layer and RMS norm): computable from whole rows held in one tile",
 }
-_DERIVED = {"unary": ("elementwise",), "binary": ("elementwise",), "ternary": ("elementwise",),
-            "data": ("data_movement",)}
+_ELEMENTWISE = ("elementwise", "layout_agnostic")
+_DERIVED = {"unary": _ELEMENTWISE, "binary": _ELEMENTWISE, "ternary": _ELEMENTWISE,
+            "data": ("data_movement",), "contraction": ("contraction",), "structural": ("structural",)}
 
 
 @dataclass(frozen=True)
@@ -75,7 +100,12 @@ _BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "power"
 
 _EW = frozenset({"in_place_safe", "loop_fusible"})  # a plain elementwise op's flags
 _LOOP = frozenset({"loop_fusible"})
+_ROW = frozenset({"input_fusible", "layout_agnostic"})
 _NO_KERNEL = frozenset({"no_kernel"})
+_MORE = {  # flags of a unary or binary op beyond _EW
+    **dict.fromkeys(("is-finite", "is-nan", "is-inf"), frozenset({"predicate"})),
+    **dict.fromkeys(("add", "multiply", "maximum", "minimum", "and", "or", "xor"), frozenset({"commutative"})),
+}
 
 _TABLE: list[OpInfo] = [
     # structural
@@ -87,9 +117,9 @@ _TABLE: list[OpInfo] = [
     OpInfo("iota", 0, "data", ("iota_dimension",), flags=_LOOP),
     OpInfo("size", 0, "data", ("expr",), flags=_LOOP),  # a scalar: the value of a size expression over symbolic dims
     # elementwise
-    *[OpInfo(n, 1, "unary", flags=_EW) for n in _UNARY],
-    *[OpInfo(n, 2, "binary", flags=_EW) for n in _BINARY],
-    OpInfo("compare", 2, "binary", ("direction",), flags=_EW),
+    *[OpInfo(n, 1, "unary", flags=_EW | _MORE.get(n, frozenset())) for n in _UNARY],
+    *[OpInfo(n, 2, "binary", flags=_EW | _MORE.get(n, frozenset())) for n in _BINARY],
+    OpInfo("compare", 2, "binary", ("direction",), flags=_EW | {"predicate"}),
     OpInfo("select", 3, "ternary", flags=_EW),
     OpInfo("clamp", 3, "ternary", flags=_EW),
     OpInfo("convert", 1, "unary", flags=_EW | {"one_to_one"}),
@@ -97,42 +127,51 @@ _TABLE: list[OpInfo] = [
     OpInfo("bitcast-convert", 1, "unary", flags=_LOOP),
     OpInfo("gelu", 1, "unary", ("approximate",), flags=_EW),
     # data movement
-    OpInfo("broadcast", 1, "data", ("dimensions",), flags=_LOOP | {"view", "logical_view"}),
-    OpInfo("reshape", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one"}),
-    OpInfo("bitcast", 1, "data", flags=_LOOP | {"no_kernel", "view", "strided_view", "one_to_one"}),
-    OpInfo("copy", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one"}),
+    OpInfo("broadcast", 1, "data", ("dimensions",),
+           flags=_LOOP | {"view", "logical_view", "reindex", "splat_preserving"}),
+    OpInfo("reshape", 1, "data", flags=_LOOP | {"view", "logical_view", "one_to_one", "reindex", "splat_preserving"}),
+    OpInfo("bitcast", 1, "data",
+           flags=_LOOP | {"no_kernel", "view", "strided_view", "one_to_one", "reindex", "splat_preserving"}),
+    OpInfo("copy", 1, "data",
+           flags=_LOOP | {"view", "logical_view", "one_to_one", "layout_agnostic", "splat_preserving"}),
     OpInfo("transpose", 1, "data", ("dimensions",),
-           flags=_LOOP | {"view", "logical_view", "strided_view", "one_to_one"}),
-    OpInfo("slice", 1, "data", ("start_indices", "limit_indices", "strides"), flags=_LOOP | {"strided_view"}),
-    OpInfo("dynamic-slice", VARIADIC, "data", ("slice_sizes",), min_arity=1, flags=_LOOP),
-    OpInfo("dynamic-update-slice", VARIADIC, "data", (), min_arity=2),
-    OpInfo("concatenate", VARIADIC, "data", ("dimension",), min_arity=1, flags=_LOOP),
-    OpInfo("pad", 2, "data", ("edge_padding_low", "edge_padding_high", "interior_padding"), flags=_LOOP),
-    OpInfo("reverse", 1, "data", ("dimensions",), flags=_LOOP | {"view", "one_to_one"}),
-    OpInfo("gather", 2, "data", ("axis",), flags=_LOOP),
-    OpInfo("gather-elements", 2, "data", ("axis",), flags=_LOOP),
-    OpInfo("gather-nd", 2, "data", ("batch_dims",), flags=_LOOP),
+           flags=_LOOP | {"view", "logical_view", "strided_view", "one_to_one", "reindex", "splat_preserving"}),
+    OpInfo("slice", 1, "data", ("start_indices", "limit_indices", "strides"),
+           flags=_LOOP | {"strided_view", "layout_agnostic", "reindex", "splat_preserving"}),
+    OpInfo("dynamic-slice", VARIADIC, "data", ("slice_sizes",), min_arity=1,
+           flags=_LOOP | {"layout_agnostic", "splat_preserving"}),
+    OpInfo("dynamic-update-slice", VARIADIC, "data", (), min_arity=2, flags={"layout_agnostic"}),
+    OpInfo("concatenate", VARIADIC, "data", ("dimension",), min_arity=1, flags=_LOOP | {"layout_agnostic", "reindex"}),
+    OpInfo("pad", 2, "data", ("edge_padding_low", "edge_padding_high", "interior_padding"),
+           flags=_LOOP | {"layout_agnostic"}),
+    OpInfo("reverse", 1, "data", ("dimensions",),
+           flags=_LOOP | {"view", "one_to_one", "layout_agnostic", "reindex", "splat_preserving"}),
+    OpInfo("gather", 2, "data", ("axis",), flags=_LOOP | {"layout_agnostic", "indexed_read"}),
+    OpInfo("gather-elements", 2, "data", ("axis",), flags=_LOOP | {"layout_agnostic", "indexed_read"}),
+    OpInfo("gather-nd", 2, "data", ("batch_dims",), flags=_LOOP | {"indexed_read"}),
     OpInfo("scatter-nd", 3, "data", ("reduction",)),
     # reductions
-    OpInfo("reduce", 1, "reduction", ("dimensions", "kind")),
+    OpInfo("reduce", 1, "reduction", ("dimensions", "kind"), flags={"input_fusible"}),
     OpInfo("argmax", 1, "reduction", ("dimension",), ("select_last_index",)),
     OpInfo("argmin", 1, "reduction", ("dimension",), ("select_last_index",)),
     OpInfo("reduce-window", 1, "reduction",
            ("kind", "window_dimensions", "window_strides", "padding_low", "padding_high"),
-           ("window_dilations", "count_include_pad")),
-    OpInfo("cumsum", 1, "reduction", ("dimension",), ("exclusive", "reverse")),
+           ("window_dilations", "count_include_pad"), flags={"layout_agnostic"}),
+    OpInfo("cumsum", 1, "reduction", ("dimension",), ("exclusive", "reverse"), flags={"layout_agnostic"}),
     # contractions
     OpInfo("dot", 2, "contraction",
-           ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims")),
+           ("lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"),
+           flags={"layout_agnostic"}),
     OpInfo("convolution", 2, "contraction",
            ("window_strides", "padding_low", "padding_high", "rhs_dilation",
             "feature_group_count", "dim_labels")),
     # composites: ops the author wrote, recognised or imported whole
-    OpInfo("softmax", 1, "composite", ("dimension",), ("log",)),
-    OpInfo("layer-norm", 3, "composite", ("dimensions", "epsilon")),
-    OpInfo("rms-norm", 2, "composite", ("dimensions", "epsilon")),
-    OpInfo("batch-norm-inference", 5, "composite", ("epsilon", "feature_index")),
-    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"), ("masked_value",), min_arity=3),
+    OpInfo("softmax", 1, "composite", ("dimension",), ("log",), flags=_ROW | {"row_normalization"}),
+    OpInfo("layer-norm", 3, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
+    OpInfo("rms-norm", 2, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
+    OpInfo("batch-norm-inference", 5, "composite", ("epsilon", "feature_index"), flags={"layout_agnostic"}),
+    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"), ("masked_value",), min_arity=3,
+           flags={"layout_agnostic"}),
 ]
 
 OPCODES: dict[str, OpInfo] = {info.name: info for info in _TABLE}

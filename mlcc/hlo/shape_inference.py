@@ -86,7 +86,7 @@ def _need_given(opcode: str, given: AnyShape | None) -> AnyShape:
 
 def _unary(opcode, ops, attrs, given):
     (x,) = ops
-    if opcode in ("is-finite", "is-nan", "is-inf"):
+    if OPCODES[opcode].has("predicate"):
         return Shape("pred", x.dims)
     if opcode in ("convert", "bitcast-convert"):
         g = _need_given(opcode, given)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Mapping
 
 from mlcc.hlo.ir import Instruction
+from mlcc.hlo.opcodes import ops_with
 
 Ranges = Mapping[str, tuple[int, int]]
 
-GATHERS = frozenset({"gather", "gather-nd", "gather-elements"})
+GATHERS = ops_with("indexed_read")
 
 
 def value_bytes(inst: Instruction, ranges: Ranges) -> int:

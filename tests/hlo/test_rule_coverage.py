@@ -6,15 +6,17 @@ here, naming the table and the opcode, rather than at the first model that uses 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from mlcc.emit.codegen import kernel, loop
+from mlcc.emit.codegen import kernel, loop, normalization, reduction
 from mlcc.emit.codegen.lower_module import fusion_kinds
-from mlcc.hlo.evaluator import EVAL_RULES
+from mlcc.hlo.evaluator import EVAL_RULES, evaluate_instruction
+from mlcc.hlo.ir import Shape
 from mlcc.hlo.opcodes import FLAGS, FUSION_KINDS, OPCODES, ops_with
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.rules import NoRuleError, RuleTable
-from mlcc.hlo.shape_inference import SHAPE_RULES
+from mlcc.hlo.shape_inference import SHAPE_RULES, infer_shape
 from mlcc.hlo.verifier import verify_module
 
 # Fusion kinds the table names that no template lowers, and why. Fusion forms only the kinds
@@ -133,3 +135,63 @@ def test_rule_table_refuses_a_second_rule_and_an_unknown_opcode():
     free: RuleTable = RuleTable("lowering", keys="any")
     free.register("fusion:loop")(abs)
     assert "fusion:loop" in free
+
+
+def test_the_category_flags_are_the_categories():
+    for flag, category in (("structural", "structural"), ("contraction", "contraction")):
+        assert ops_with(flag) == {n for n, i in OPCODES.items() if i.category == category}, flag
+    assert ops_with("elementwise") <= ops_with("layout_agnostic")
+
+
+def test_the_fusion_flags_nest():
+    """A row norm is a row normalization, which an input fusion's loop computes; a reindex is data movement."""
+    assert ops_with("row_norm") < ops_with("row_normalization") < ops_with("input_fusible")
+    assert ops_with("reindex") <= ops_with("data_movement") & ops_with("loop_fusible")
+    assert not {"copy", "pad", "gather", "dynamic-slice"} & ops_with("reindex")
+    assert ops_with("view") <= ops_with("splat_preserving") <= ops_with("data_movement")
+    assert ops_with("indexed_read") <= ops_with("data_movement")
+    assert ops_with("no_kernel") <= ops_with("structural") | ops_with("view")
+
+
+@pytest.mark.parametrize("op", sorted(ops_with("row_normalization")))
+def test_a_row_normalization_keeps_its_operand_dims(op):
+    arity = OPCODES[op].arity
+    shapes = [Shape("f32", (2, 8))] + [Shape("f32", (8,))] * (arity - 1)
+    attrs = {"dimension": 1} if op == "softmax" else {"dimensions": (1,), "epsilon": 1e-5}
+    assert infer_shape(op, shapes, attrs).dims == (2, 8)
+
+
+@pytest.mark.parametrize("op", sorted(ops_with("predicate")))
+def test_a_predicate_gives_pred_whatever_its_operand_type(op):
+    shapes = [Shape("f16", (4,))] * OPCODES[op].arity
+    assert infer_shape(op, shapes, {"direction": "LT"} if op == "compare" else {}).dtype == "pred"
+
+
+@pytest.mark.parametrize("op", sorted(ops_with("commutative")))
+def test_a_commutative_op_gives_the_same_result_with_its_operands_swapped(op):
+    assert OPCODES[op].category == "binary"
+    dtype = "s32" if op in ("and", "or", "xor") else "f32"
+    module = parse_module(f"ENTRY %main {{\n  %a = {dtype}[4]{{0}} parameter(0)\n  %b = {dtype}[4]{{0}} parameter(1)\n"
+                          f"  ROOT %r = {dtype}[4]{{0}} {op}(%a, %b)\n}}\n")
+    np_dtype = np.int32 if dtype == "s32" else np.float32
+    a, b = np.array([1, -2, 3, 6], np_dtype), np.array([5, 7, -3, 2], np_dtype)
+    root = module.entry.root
+    np.testing.assert_array_equal(evaluate_instruction(root, [a, b]), evaluate_instruction(root, [b, a]))
+    assert not np.array_equal(evaluate_instruction(root, [a, b]), a)  # the op did something
+
+
+def test_rule_table_keyed_by_a_list_of_names():
+    table: RuleTable = RuleTable("import rule", keys=frozenset({"x.add", "x.sub"}))
+    table.register("x.add")(abs)
+    with pytest.raises(ValueError, match="import rule for unknown op 'x.mul'"):
+        table.register("x.mul")(abs)
+    with pytest.raises(ValueError, match="keys must be"):
+        RuleTable("rule", keys="opcode")
+    assert list(table.keys()) == ["x.add"]  # still a dict
+
+
+def test_every_op_fusion_makes_heavy_has_a_fused_kernel():
+    """Fusion forms input fusions around input_fusible ops and output fusions around contractions (with a
+    row norm in a dot's epilogue): the kernels those fusions lower to know exactly these ops."""
+    assert set(reduction.FUSED_REDUCTIONS) == ops_with("input_fusible")
+    assert set(normalization.ROW_KERNELS) == ops_with("row_normalization")

@@ -42,9 +42,11 @@ from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, ker
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
 
-ROW_NORMS = ("layer-norm", "rms-norm")
+ROW_NORMS = ops_with("row_norm")
+CONTRACTIONS = ops_with("contraction")
 
 
 def _acc_dtype(dtype: str) -> str:
@@ -84,8 +86,8 @@ class Operands:
         if inst.opcode != "fusion":
             lhs, rhs = (op.shape for op in inst.operands)
             return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None)
-        found = heavy_ops(inst, ("dot", "convolution", *ROW_NORMS))
-        contractions = [h for h in found if h.opcode in ("dot", "convolution")]
+        found = heavy_ops(inst, CONTRACTIONS | ROW_NORMS)
+        contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
         heavy, second = _output_fusion_heavies(inst, contractions, norms)
         lhs, rhs = (read_as_is(op, inst) for op in heavy.operands)

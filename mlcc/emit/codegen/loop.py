@@ -49,10 +49,10 @@ MAX_TABLE = 256  # constants with value={...} are inlined up to this many elemen
 # every data movement op with a kernel of its own (a bitcast is a view of its operand's buffer)
 DATA_MOVEMENT_OPS = tuple(sorted(ops_with("data_movement") - ops_with("no_kernel")))
 LOOP_OPS = tuple(sorted(ELEMENTWISE_OPS)) + DATA_MOVEMENT_OPS
-FUSIBLE_OPS = frozenset(LOOP_OPS) | {"parameter", "constant", "bitcast"}
+FUSIBLE_OPS = frozenset(LOOP_OPS) | ops_with("loop_fusible") | {"parameter", "constant"}  # + a fusion's inputs
 
 _HALF = ("f16", "bf16")
-_PRED_RESULT = ("compare", "is-finite", "is-nan", "is-inf")
+_PRED_RESULT = ops_with("predicate")
 _VARIANT_ATTR = {"compare": "direction", "gelu": "approximate"}
 _SCATTER_OPS = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 

@@ -18,21 +18,19 @@ import numpy as np
 import onnx
 
 from mlcc.frontend.onnx.registry import OnnxNode
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.symbolic import Sym, SymbolicError, as_sym
 
 Fold = Callable[[OnnxNode, list], "list[np.ndarray] | None"]
-FOLDS: dict[str, Fold] = {}
+FOLDS: RuleTable[Fold] = RuleTable("symbolic fold", keys="any")  # keyed by ONNX op type
 
 _INT_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
               onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}
 
 
 def fold(*op_types: str) -> Callable[[Fold], Fold]:
-    def register(fn: Fold) -> Fold:
-        for op_type in op_types:
-            FOLDS[op_type] = fn
-        return fn
-    return register
+    """Register fn as the symbolic fold of each ONNX op type (one fold per op type)."""
+    return FOLDS.register(*op_types)
 
 
 def fold_symbolic(node: OnnxNode) -> list[np.ndarray] | None:
@@ -229,11 +227,11 @@ def _div(a: int | Sym, b: int | Sym) -> int | Sym:
     return as_sym(a) // as_sym(b)
 
 
-FOLDS["Add"] = _elementwise(lambda a, b: element(a) + element(b))
-FOLDS["Sub"] = _elementwise(lambda a, b: element(a) - element(b))
-FOLDS["Mul"] = _elementwise(lambda a, b: element(a) * element(b))
-FOLDS["Div"] = _elementwise(_div)
-FOLDS["Neg"] = _elementwise(lambda a: -element(a))
+FOLDS.add("Add", _elementwise(lambda a, b: element(a) + element(b)))
+FOLDS.add("Sub", _elementwise(lambda a, b: element(a) - element(b)))
+FOLDS.add("Mul", _elementwise(lambda a, b: element(a) * element(b)))
+FOLDS.add("Div", _elementwise(_div))
+FOLDS.add("Neg", _elementwise(lambda a: -element(a)))
 
 
 @fold("Equal")

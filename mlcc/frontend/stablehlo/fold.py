@@ -13,8 +13,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.rules import RuleTable
 
 FoldRule = Callable[[Op, list[np.ndarray]], Any]
 
@@ -44,29 +46,31 @@ def _select(op: Op, xs: list[np.ndarray]) -> Any:
     return a if bool(p) else b
 
 
-_RULES: dict[str, FoldRule] = {
-    "stablehlo.constant": lambda op, xs: op.attrs["value"].array,
-    "stablehlo.add": lambda op, xs: xs[0] + xs[1] if xs[0].dtype.kind != "b" else xs[0] | xs[1],
-    "stablehlo.subtract": lambda op, xs: xs[0] - xs[1],
-    "stablehlo.multiply": lambda op, xs: xs[0] * xs[1] if xs[0].dtype.kind != "b" else xs[0] & xs[1],
-    "stablehlo.divide": _int_divide,
-    "stablehlo.remainder": _remainder,
-    "stablehlo.maximum": lambda op, xs: np.maximum(xs[0], xs[1]),
-    "stablehlo.minimum": lambda op, xs: np.minimum(xs[0], xs[1]),
-    "stablehlo.negate": lambda op, xs: -xs[0],
-    "stablehlo.abs": lambda op, xs: np.abs(xs[0]),
-    "stablehlo.and": lambda op, xs: xs[0] & xs[1],
-    "stablehlo.or": lambda op, xs: xs[0] | xs[1],
-    "stablehlo.xor": lambda op, xs: xs[0] ^ xs[1],
-    "stablehlo.not": lambda op, xs: ~xs[0],
-    "stablehlo.compare": lambda op, xs: _COMPARE[op.attrs["comparison_direction"]](xs[0], xs[1]),
-    "stablehlo.select": _select,
-    "stablehlo.clamp": lambda op, xs: np.minimum(np.maximum(xs[1], xs[0]), xs[2]),
-    "stablehlo.convert": lambda op, xs: xs[0],
-    "stablehlo.broadcast_in_dim": lambda op, xs: xs[0].reshape(()),
-    "stablehlo.reshape": lambda op, xs: xs[0].reshape(()),
-    "stablehlo.optimization_barrier": lambda op, xs: xs[0],
-}
+_RULES: RuleTable[FoldRule] = RuleTable("import-time fold rule", keys=KNOWN_OPS)
+for _name, _rule in (
+    ("stablehlo.constant", lambda op, xs: op.attrs["value"].array),
+    ("stablehlo.add", lambda op, xs: xs[0] + xs[1] if xs[0].dtype.kind != "b" else xs[0] | xs[1]),
+    ("stablehlo.subtract", lambda op, xs: xs[0] - xs[1]),
+    ("stablehlo.multiply", lambda op, xs: xs[0] * xs[1] if xs[0].dtype.kind != "b" else xs[0] & xs[1]),
+    ("stablehlo.divide", _int_divide),
+    ("stablehlo.remainder", _remainder),
+    ("stablehlo.maximum", lambda op, xs: np.maximum(xs[0], xs[1])),
+    ("stablehlo.minimum", lambda op, xs: np.minimum(xs[0], xs[1])),
+    ("stablehlo.negate", lambda op, xs: -xs[0]),
+    ("stablehlo.abs", lambda op, xs: np.abs(xs[0])),
+    ("stablehlo.and", lambda op, xs: xs[0] & xs[1]),
+    ("stablehlo.or", lambda op, xs: xs[0] | xs[1]),
+    ("stablehlo.xor", lambda op, xs: xs[0] ^ xs[1]),
+    ("stablehlo.not", lambda op, xs: ~xs[0]),
+    ("stablehlo.compare", lambda op, xs: _COMPARE[op.attrs["comparison_direction"]](xs[0], xs[1])),
+    ("stablehlo.select", _select),
+    ("stablehlo.clamp", lambda op, xs: np.minimum(np.maximum(xs[1], xs[0]), xs[2])),
+    ("stablehlo.convert", lambda op, xs: xs[0]),
+    ("stablehlo.broadcast_in_dim", lambda op, xs: xs[0].reshape(())),
+    ("stablehlo.reshape", lambda op, xs: xs[0].reshape(())),
+    ("stablehlo.optimization_barrier", lambda op, xs: xs[0]),
+):
+    _RULES.add(_name, _rule)
 
 
 def can_fold(name: str) -> bool:

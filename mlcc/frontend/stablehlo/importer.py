@@ -19,27 +19,26 @@ import numpy as np
 from mlcc.frontend.stablehlo import fold
 from mlcc.frontend.stablehlo.errors import (StableHLOParseError, StableHLOUnsupportedError, UnsupportedOp,
                                             UnsupportedOpsError)
+from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.syntax import (ELEMENT_TYPES, Block, Function, Op, ParsedModule, SymbolRef, TensorType,
                                             Value)
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.rules import RuleTable
 from mlcc.hlo.shape_inference import ShapeError
 
 Results = Instruction | Sequence[Instruction]
 Rule = Callable[["Context", Op, list[Instruction]], Results]
-RULES: dict[str, Rule] = {}
+RULES: RuleTable[Rule] = RuleTable("StableHLO import rule", keys=KNOWN_OPS)
 
 TERMINATORS = ("func.return", "stablehlo.return")
 MAX_UNROLLED_OPS = 20000  # ops a module may grow to by unrolling loops and inlining calls
 
 
 def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for name in names:
-            RULES[name] = fn
-        return fn
-    return register
+    """Register fn as the import rule of each op name (one rule per name, a name KNOWN_OPS lists)."""
+    return RULES.register(*names)
 
 
 class Env:

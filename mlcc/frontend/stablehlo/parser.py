@@ -18,6 +18,7 @@ from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.lexer import Lexer, Token, describe, unquote
 from mlcc.frontend.stablehlo.syntax import (Block, DenseAttr, Function, FunctionType, Op, OpaqueAttr, OtherType,
                                             ParsedModule, SymbolRef, TensorType, Value)
+from mlcc.hlo.rules import RuleTable
 
 _TENSOR = re.compile(r"tensor<((?:(?:\d+|\?)x)*)([A-Za-z_][A-Za-z0-9_]*)")
 _STRUCT_ATTRS = ("#stablehlo.dot", "#stablehlo.gather", "#stablehlo.scatter", "#stablehlo.dot_algorithm",
@@ -27,16 +28,12 @@ _ENUM_DIALECTS = ("#stablehlo", "#chlo", "#mhlo")
 MODULE_LEVEL_IGNORED = ("sdy.mesh",)  # device meshes: sharding plays no part in a single-device compile
 
 PrettyRule = Callable[["Parser", str], "OpParts"]
-PRETTY: dict[str, PrettyRule] = {}
+PRETTY: RuleTable[PrettyRule] = RuleTable("pretty-form reader", keys=KNOWN_OPS)
 
 
 def pretty(*names: str) -> Callable[[PrettyRule], PrettyRule]:
     """Register the reader of an op's pretty (custom assembly) form."""
-    def register(fn: PrettyRule) -> PrettyRule:
-        for name in names:
-            PRETTY[name] = fn
-        return fn
-    return register
+    return PRETTY.register(*names)
 
 
 class OpParts:

@@ -27,15 +27,14 @@ import numpy as np
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_instruction
 from mlcc.hlo.ir import DTYPE_BYTES, FLOAT_DTYPES, Computation, Instruction, Module, Shape
-from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.pattern import constant_array, constant_attrs, python_scalar, remove_dead, scalar_value
 
 DEFAULT_BUDGET = 1 << 20
 SMALL_RESULT = 4096
-NOT_FOLDED = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "fusion"})
-SPLAT_PRESERVING = frozenset({"broadcast", "reshape", "bitcast", "copy", "transpose", "slice", "reverse",
-                              "dynamic-slice"})
+NOT_FOLDED = ops_with("structural")
+SPLAT_PRESERVING = ops_with("splat_preserving")
 
 
 def _materialized_bytes(inst: Instruction) -> int:

@@ -38,11 +38,11 @@ from mlcc.hlo.views import VIEW_OPS, affine_view
 
 LOOP_OPS = ops_with("loop_fusible")  # elementwise ops and data movement except the scatters
 DATA_MOVEMENT = LOOP_OPS & ops_with("data_movement")
-REDUCTIONS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
-FULL_SIZE_REDUCTIONS = frozenset({"softmax", "layer-norm", "rms-norm"})  # result has the operand's dims
-CONTRACTIONS = frozenset({"dot", "convolution"})
-NO_KERNEL = frozenset({"parameter", "constant", "tuple", "get-tuple-element"})
-ROW_NORMS = frozenset({"layer-norm", "rms-norm"})
+REDUCTIONS = ops_with("input_fusible")
+FULL_SIZE_REDUCTIONS = ops_with("row_normalization")  # result has the operand's dims
+CONTRACTIONS = ops_with("contraction")
+NO_KERNEL = ops_with("no_kernel") - LOOP_OPS  # arguments, constants, tuples (a bitcast joins loop fusions)
+ROW_NORMS = ops_with("row_norm")
 MAX_PARAMETERS = 16
 MAX_INSTRUCTIONS = 96
 CHEAP_BYTES = 4096  # a broadcast whose source is at most this big is recomputed rather than stored
@@ -90,7 +90,7 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
     return _from_indices(inst)
 
 
-INDEX_OPS = ELEMENTWISE_OPS | {"broadcast", "bitcast", "reshape", "transpose", "concatenate", "slice", "reverse"}
+INDEX_OPS = ELEMENTWISE_OPS | ops_with("reindex")
 
 
 def _from_indices(inst: Instruction, depth: int = 8) -> bool:

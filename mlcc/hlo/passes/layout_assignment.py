@@ -12,7 +12,7 @@ strides. Constants take whatever layout their consumer wants, at compile time.
 from __future__ import annotations
 
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape, default_layout
-from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
 from mlcc.hlo.shape_inference import conv_dim_labels
@@ -21,9 +21,7 @@ from mlcc.hlo.views import transposed_layout
 Layout = tuple[int, ...]
 
 # Ops whose kernels read every operand through its strides and accept any result layout.
-AGNOSTIC = ELEMENTWISE_OPS | {"softmax", "layer-norm", "rms-norm", "batch-norm-inference", "attention",
-                              "dot", "reduce-window", "pad", "slice", "reverse", "concatenate", "cumsum",
-                              "copy", "dynamic-slice", "dynamic-update-slice", "gather", "gather-elements"}
+AGNOSTIC = ops_with("layout_agnostic")
 
 
 def channels_last(labels: str) -> Layout:

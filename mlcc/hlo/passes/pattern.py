@@ -36,7 +36,7 @@ from mlcc.hlo.shape_inference import infer_shape
 log = logging.getLogger(__name__)
 
 VIEWS = ops_with("view")  # a uniform operand gives a uniform result
-COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+COMMUTATIVE = ops_with("commutative")
 UNIFORM_CHECK_ELEMENTS = 1024  # a larger ref constant is not scanned for uniformity (the importer makes splats)
 
 

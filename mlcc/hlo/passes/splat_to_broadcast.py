@@ -7,6 +7,7 @@ petabytes); the broadcast is computed by a kernel, or fused into its consumer.
 from __future__ import annotations
 
 from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 
 
@@ -14,10 +15,11 @@ from mlcc.hlo.passes.pass_manager import Pass
 # recomputed by a kernel every inference: it stays a constant, materialized into the weights file,
 # up to this size. Larger splats, and splats feeding anything else, become broadcasts.
 MATERIALIZE_OPERAND_BYTES = 64 << 20
+CONTRACTIONS = ops_with("contraction")
 
 
 def _read_by_contraction(inst: Instruction) -> bool:
-    return any(u.opcode in ("dot", "convolution") for u in inst.users)
+    return any(u.opcode in CONTRACTIONS for u in inst.users)
 
 
 class SplatToBroadcast(Pass):
