@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from mlcc.emit.codegen.coords import MAX_GRID_Y, clamp_pow2, largest_pow2_at_most, upper
-from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.kernel import LaunchConfig, cdiv, grid_size, next_pow2
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
@@ -31,22 +31,23 @@ def uses_tl_dot(dtype: str) -> bool:
     return dtype in DOT_DTYPES
 
 
-def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False) -> dict:
+def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
+                   ranges: Ranges = NO_RANGES) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
     the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates."""
-    problem = {"m": upper(m), "n": upper(n), "k": upper(k), "batch": upper(batch), "dtype": dtype,
-               "whole_rows": whole_rows}
+    problem = {"m": upper(m, ranges), "n": upper(n, ranges), "k": upper(k, ranges), "batch": upper(batch, ranges),
+               "dtype": dtype, "whole_rows": whole_rows}
     if not all(isinstance(x, int) for x in (m, n, k, batch)):
         problem["sizes"] = (m, n, batch)
     return problem
 
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
-                  whole_rows: bool = False, target: Target = GENERIC) -> LaunchConfig:
+                  whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):

@@ -11,10 +11,8 @@ expressions a bundle's manifest holds, with no compiler module imported.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import re
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from mlcc.bundle.sizes import SizeError, eval_size
 
@@ -169,11 +167,10 @@ class Sym:
         return bool(self.terms)
 
     def __str__(self) -> str:
-        if _AS_CODE.get():
-            return self.code()
+        """The canonical IR text (``4*seq``), everywhere: kernel source text is code(), asked for by name."""
         return _format(self.terms, lambda s: s)
 
-    def __format__(self, spec: str) -> str:  # f-strings follow str(): code while a template renders
+    def __format__(self, spec: str) -> str:  # f-strings print the canonical text, as str() does
         return format(str(self), spec)
 
     def __repr__(self) -> str:
@@ -335,36 +332,3 @@ def parse(text: str) -> Sym:
         raise SymbolicError(f"unexpected '{tokens[at]}' in size expression '{text}'")
     return out
 
-
-
-# While a kernel template renders, str(Sym) is source code over the kernel's sym_ arguments, so a size
-# passed to a template prints as the expression the kernel computes (mlcc/emit/kernel.render).
-_AS_CODE: contextvars.ContextVar[bool] = contextvars.ContextVar("mlcc_sizes_as_code", default=False)
-
-
-@contextlib.contextmanager
-def sizes_as_code() -> Iterator[None]:
-    token = _AS_CODE.set(True)
-    try:
-        yield
-    finally:
-        _AS_CODE.reset(token)
-
-
-# The symbols' ranges (Module.symbols) while mlcc/emit lowers a module (lower_module enters it, tiling's
-# bounds read it). The IR layer and its passes take the ranges explicitly (module.symbols) instead.
-_RANGES: contextvars.ContextVar[Mapping[str, tuple[int, int]]] = contextvars.ContextVar("mlcc_symbol_ranges",
-                                                                                        default={})
-
-
-@contextlib.contextmanager
-def symbol_ranges(ranges: Mapping[str, tuple[int, int]]) -> Iterator[None]:
-    token = _RANGES.set(dict(ranges))
-    try:
-        yield
-    finally:
-        _RANGES.reset(token)
-
-
-def current_ranges() -> Mapping[str, tuple[int, int]]:
-    return _RANGES.get()

@@ -9,7 +9,7 @@ from mlcc.emit.codegen.body import (Assign, BodyError, Broadcast, Convert, Div, 
                                     MaskStmt, Select, Store, Widen, format_body, verify_body)
 from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.elementwise import EXPR, Lines, element_code, has_code
-from mlcc.emit.codegen.indexing import Affine
+from mlcc.emit.codegen.indexing import NO_RANGES, Affine
 from mlcc.emit.codegen.kernel import lower
 from mlcc.emit.codegen.loop import LINEAR, TAIL_MASK, loop_body
 from mlcc.emit.codegen.lower_module import LOWERING_MODULES
@@ -138,7 +138,7 @@ def test_verifier_rejects(name: str):
 
 
 def test_body_live_verifies_what_it_returns():
-    body = Body("s32")
+    body = Body("s32", NO_RANGES)
     body.declare(LINEAR, "s32")
     body.add(Convert, "v0", True, x="v9", src="f32", dst="f16", lo=0, hi=0)  # v9 undefined
     body.add(Store, None, False, ptr="out0", offset=Affine.var(LINEAR), x="v0", mask=TAIL_MASK)
@@ -147,7 +147,7 @@ def test_body_live_verifies_what_it_returns():
 
 
 def test_live_drops_dead_statements_and_empty_loops():
-    body = Body("s32")
+    body = Body("s32", NO_RANGES)
     body.declare(LINEAR, "s32")
     body.declare(TAIL_MASK, "pred")
     body.add(Full, "v0", False, value=0, dtype="f32")  # read by nothing
@@ -196,7 +196,7 @@ v6 = convert v5: f16 to f32
 v7 = op exp(v6): f32 -> f32
 v8 = convert v7: f32 to f16
 store out0[lin] = v8 if mask"""
-    em = loop_body(inst.called, inst)
+    em = loop_body(inst.called, inst, NO_RANGES)
     assert format_body(em.body.live(), em.body.inputs) == kernel.body_ir
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
-from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
                                      needs_int64, pointer_params, read_in_place, sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
@@ -61,10 +61,12 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
     return tuple(out)
 
 
-def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str) -> dict:
+def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
+                      ranges: Ranges = NO_RANGES) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
     largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates."""
-    problem = {"sq": upper(sq), "sk": upper(sk), "d": d, "dv": dv, "batch_heads": upper(batch_heads),
+    problem = {"sq": upper(sq, ranges), "sk": upper(sk, ranges), "d": d, "dv": dv,
+               "batch_heads": upper(batch_heads, ranges),
                "dtype": dtype}
     if not all(isinstance(x, int) for x in (sq, sk, batch_heads)):
         problem["sizes"] = (sq, batch_heads)
@@ -72,8 +74,8 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: Target = GENERIC) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype)
+            spec: Target = GENERIC, ranges: Ranges = NO_RANGES) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -183,20 +185,21 @@ register_tiling(Tiling(heuristic=attention_heuristic, tunable=("BLOCK_M", "BLOCK
 
 
 @lowering("attention")
-def lower_attention(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_attention(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     qkv = [FusedOperand(i, op.shape) for i, op in enumerate(inst.operands[:3])]
-    return attention_kernel(inst, kernel_name, qkv, None)
+    return attention_kernel(inst, kernel_name, qkv, None, ranges)
 
 
 @lowering("fusion:attention")
-def lower_attention_fusion(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """Attention with its mask computed in the kernel (and any elementwise epilogue on its result)."""
     heavy = heavy_op(inst, ("attention",))
-    return attention_kernel(heavy, kernel_name, [read_in_place(op, inst) for op in heavy.operands[:3]], inst)
+    return attention_kernel(heavy, kernel_name, [read_in_place(op, inst) for op in heavy.operands[:3]], inst,
+                            ranges)
 
 
 def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand],
-                     fusion: Instruction | None) -> Kernel:
+                     fusion: Instruction | None, ranges: Ranges) -> Kernel:
     """The kernel of attention inst reading q, k, v from qkv; the mask and the epilogue from fusion if any."""
     q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
@@ -233,15 +236,15 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     compute = "f64" if q.dtype == "f64" else "f32"
     names = [f"in{i}" for i in range(len(inst.operands))] + ["out0"]
     pointers = [triton_pointer(op.shape) for op in inst.operands] + [triton_pointer(out)]
-    wide = is_wide(q, k, v, out)
+    wide = is_wide(ranges, q, k, v, out)
     fused: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
-    flops = 2 * upper(batch_heads) * upper(sq) * upper(sk) * (d + dv)
+    flops = 2 * upper(batch_heads, ranges) * upper(sq, ranges) * upper(sk, ranges) * (d + dv)
     symbols = kernel_symbols(out, *(op.shape for op in inst.operands))
     if fusion is not None:
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
-        wide = needs_int64(fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide)
+        wide = needs_int64(ranges, fusion, q, k, v, out)
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges)
         flops += ops
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     names += [f"sym_{s}" for s in symbols]
@@ -257,14 +260,15 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, **fused)
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
-                  gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False),
-                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True), flops=flops,
-                  extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype)}, scalars=symbols,
+                  gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges),
+                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges),
+                  flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges)},
+                  scalars=symbols,
                   body_ir=sections_ir(**fused))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
-                    wide: bool) -> tuple[dict[str, Section | None], int]:
+                    wide: bool, ranges: Ranges) -> tuple[dict[str, Section | None], int]:
     """The mask over a [BLOCK_M, BLOCK_N] score tile and the fused root over a [BLOCK_M, BLOCK_DV]
     output tile; a program's (batch..., head) is pid_b, row-major over q's leading dims."""
     q = inst.operands[0].shape
@@ -276,13 +280,13 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
         mask = inst.operands[3]
         scores = list(kernel_dims(q)[:-1]) + [kernel_dims(inst.operands[1].shape)[-2]]
         em = TileEmitter(fusion, "m_", "BLOCK_M, BLOCK_N", scores,
-                         [lead, Lanes("lane_q", (rank - 2,)), Lanes("lane_k", (rank - 1,))], wide)
+                         [lead, Lanes("lane_q", (rank - 2,)), Lanes("lane_k", (rank - 1,))], wide, ranges)
         em.section(mask, broadcast_coords(em.coords, mask.shape))
         (sections["mask_section"],) = em.sections()
-        flops += em.ops * upper(numel(scores))
+        flops += em.ops * upper(numel(scores), ranges)
     if fusion.called.root is not inst:
         sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
                                                                              Lanes("lane_dv", (rank - 1,))],
-                                             "BLOCK_M, BLOCK_DV", wide)
-        flops += ops * upper(inst.shape.numel_expr())
+                                             "BLOCK_M, BLOCK_DV", wide, ranges)
+        flops += ops * upper(inst.shape.numel_expr(), ranges)
     return sections, flops

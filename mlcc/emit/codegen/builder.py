@@ -13,15 +13,18 @@ from typing import Any
 
 from mlcc.emit.codegen.body import (Broadcast, Div, For, Index, IndexValue, MaskStmt, Mod, Stmt, Store, Widen,
                                     verify_body)
-from mlcc.emit.codegen.indexing import NEVER, Affine, Mask, Size, exact_quotient, interval, settled, size, size_code
+from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Ranges, Size, exact_quotient, interval, settled, size,
+                                        size_code)
 
 
 class Body:
     """The statements of a kernel body, in order; ``inputs`` are the variables the template defines before
-    it (name: IR dtype), and index arithmetic is in ``index_dtype``."""
+    it (name: IR dtype), and index arithmetic is in ``index_dtype``; a symbolic size's bounds are over
+    ``ranges`` (the module's symbols)."""
 
-    def __init__(self, index_dtype: str) -> None:
+    def __init__(self, index_dtype: str, ranges: Ranges) -> None:
         self.index_dtype = index_dtype
+        self.ranges = ranges
         self.stmts: list[Stmt] = []
         self.inputs: dict[str, str] = {}
         self.depth = 0
@@ -64,12 +67,12 @@ class Body:
 
     def range(self, a: Affine) -> tuple[int, int] | None:
         """Bounds of a's value, when every variable in it has bounds."""
-        lo, hi = interval(a.const)
+        lo, hi = interval(a.const, self.ranges)
         for v, c in a.terms:
             if v not in self._bounds:
                 return None
             vlo, vhi = self._bounds[v]
-            clo, chi = interval(c)
+            clo, chi = interval(c, self.ranges)
             corners = (clo * vlo, clo * vhi, chi * vlo, chi * vhi)
             lo, hi = lo + min(corners), hi + max(corners)
         return lo, hi
@@ -98,7 +101,7 @@ class Body:
         multiples = Affine(tuple((v, q) for v, _, q in kept if q is not None), const_q)
         rest = Affine(tuple((v, c) for v, c, q in kept if q is None), const_r)
         rng = self.range(rest)
-        klo, khi = interval(k)
+        klo, khi = interval(k, self.ranges)
         if rng is not None and 0 <= rng[0] and rng[1] < klo:
             return multiples, rest
         x = self.materialize(a).single_var
@@ -130,7 +133,7 @@ class Body:
         for lhs, op, rhs in clauses:
             rhs = rhs if isinstance(rhs, Affine) else Affine(const=rhs)
             diff = lhs - rhs
-            holds = settled(op, interval(diff.const)) if diff.is_const else None
+            holds = settled(op, interval(diff.const, self.ranges)) if diff.is_const else None
             if holds is False:
                 return NEVER
             if holds is True:
@@ -162,7 +165,7 @@ class Body:
         out = self.add(IndexValue, self.fresh("j"), block, x=x, src=dtype, work=work,
                        index=self.index_dtype, **code)
         if lo is not None and hi is not None:
-            self.bound(out, interval(size(lo))[0], interval(size(hi))[1])
+            self.bound(out, interval(size(lo), self.ranges)[0], interval(size(hi), self.ranges)[1])
         return Affine.var(out)
 
     # ---- control flow
@@ -172,7 +175,7 @@ class Body:
         self.depth += 1
         if self.index_dtype == "s64":
             u = self.add(Widen, self.fresh("u"), False, x=u, index=self.index_dtype)
-        self.bound(u, 0, interval(count)[1] - 1)
+        self.bound(u, 0, interval(count, self.ranges)[1] - 1)
         return Affine.var(u)
 
     def end_loop(self) -> None:

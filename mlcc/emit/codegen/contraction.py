@@ -36,7 +36,7 @@ from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_
                                       kernel_strides, merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
                                      needs_int64, pointer_params, read_as_is, sections_ir)
-from mlcc.emit.codegen.indexing import Size, size
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
 from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
@@ -77,15 +77,17 @@ class Operands:
     out: Shape
     inputs: tuple[Shape, ...]   # every input pointer's shape, in order (a fusion's operands)
     fusion: Instruction | None  # the output fusion whose root is the epilogue, if any
+    ranges: Ranges              # the symbols' ranges (Module.symbols) its size decisions are over
     second: Second | None = None      # a second convolution summed (or otherwise combined) in the epilogue
     norm: Instruction | None = None   # a layer-norm or rms-norm of the dot's output rows, in the epilogue
 
     @staticmethod
-    def of(inst: Instruction) -> Operands:
+    def of(inst: Instruction, ranges: Ranges) -> Operands:
         """A contraction alone, or the one (or two convolutions) in an output fusion."""
         if inst.opcode != "fusion":
             lhs, rhs = (op.shape for op in inst.operands)
-            return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None)
+            return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None,
+                            ranges)
         found = heavy_ops(inst, CONTRACTIONS | ROW_NORMS)
         contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
@@ -94,8 +96,8 @@ class Operands:
         extra = None
         if second is not None:
             extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
-        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, extra,
-                        norms[0] if norms else None)
+        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
+                        extra, norms[0] if norms else None)
 
     def template_args(self) -> dict:
         params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
@@ -112,7 +114,8 @@ class Operands:
 
     def wide(self) -> bool:
         shapes = (self.lhs.shape, self.rhs.shape, self.out, *self.inputs)
-        return is_wide(*shapes) if self.fusion is None else needs_int64(self.fusion, *shapes)
+        return is_wide(self.ranges, *shapes) if self.fusion is None else needs_int64(self.ranges, self.fusion,
+                                                                                     *shapes)
 
     def epilogue(self, lanes: list[Lanes]) -> tuple[Section | None, int]:
         """The fused root over the [BLOCK_M, BLOCK_N] accumulator tile (none for a plain contraction)."""
@@ -121,8 +124,8 @@ class Operands:
         acc = _acc_dtype(self.lhs.shape.dtype)
         bound = [] if self.second is None else [(self.second.contraction, self.second.acc)]
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
-                                bound)
-        return section, ops * upper(self.out.numel_expr())
+                                self.ranges, bound)
+        return section, ops * upper(self.out.numel_expr(), self.ranges)
 
 
 def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
@@ -153,9 +156,9 @@ def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
 
 
 @lowering("dot", "convolution", "fusion:output")
-def lower_contraction(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_contraction(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """A dot or a convolution, alone or with its elementwise epilogue (an output fusion)."""
-    io = Operands.of(inst)
+    io = Operands.of(inst, ranges)
     build = dot_kernel if io.contraction.opcode == "dot" else convolution_kernel
     return build(io, kernel_name)
 
@@ -173,7 +176,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     batch_axes = merge_axes(Axis(ld[a], (ls[a], rs[b], os[i])) for i, (a, b) in enumerate(zip(lb, rb)))
     m_axes = merge_axes(Axis(ld[d], (ls[d], os[nb + j])) for j, d in enumerate(lf))
     n_axes = merge_axes(Axis(rd[d], (rs[d], os[nb + nlf + j])) for j, d in enumerate(rf))
-    k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)]))
+    k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)], io.ranges))
     m, n, k = numel([ld[d] for d in lf]), numel([rd[d] for d in rf]), numel([ld[d] for d in lc])
     batch = numel([ld[d] for d in lb])
     # the output's dims: batch (one element per program, grid axis 1), then lhs free (rows), rhs free (cols)
@@ -191,10 +194,14 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
                     **_precision(lhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
-                  gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows),
-                  interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows),
-                  flops=2 * upper(batch) * upper(m) * upper(n) * upper(k) + fused_flops,
-                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows)}, scalars=io.symbols(),
+                  gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
+                                    ranges=io.ranges),
+                  interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
+                                            ranges=io.ranges),
+                  flops=2 * upper(batch, io.ranges) * upper(m, io.ranges) * upper(n, io.ranges) * upper(k, io.ranges)
+                  + fused_flops,
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges)},
+                  scalars=io.symbols(),
                   body_ir=sections_ir(epilogue=fused))
 
 
@@ -209,7 +216,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
                                f"normalize the dot's output columns {columns}")
     compute = "f64" if x.shape.dtype == "f64" else "f32"
     root = check_root(fusion, dot)
-    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", kernel_dims(dot.shape), lanes, io.wide())
+    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", kernel_dims(dot.shape), lanes, io.wide(), io.ranges)
     em.bind(dot, "acc", _acc_dtype(io.lhs.shape.dtype))
     em.section(x)
     for param in norm.operands[1:]:  # the scale and the bias, at the columns only
@@ -222,7 +229,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
             "epsilon": float(norm.attrs["epsilon"]), "compute_type": tl_type(compute),
             "sqrt": "tl.sqrt" if compute == "f64" else "tl.sqrt_rn"}
     per_element = 8 if norm.opcode == "layer-norm" else 4
-    return spec, post, (em.ops + per_element) * upper(io.out.numel_expr())
+    return spec, post, (em.ops + per_element) * upper(io.out.numel_expr(), io.ranges)
 
 
 @dataclass(frozen=True)
@@ -257,7 +264,7 @@ class ConvLoop:
 
 
 def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix: str, lhs: str,
-               rhs: str) -> ConvLoop:
+               rhs: str, ranges: Ranges) -> ConvLoop:
     """inst's K axes (input features of a group and window positions, in the input's memory order) and
     the input coordinates of each output position, M walked in m_order (the output's memory order)."""
     xd, wd = kernel_dims(x), static_dims(w, inst)
@@ -271,7 +278,7 @@ def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix
     k_stride = {"i": (xs[xl["f"]], ws[wl["i"]])}
     for s in range(spatial_n):
         k_stride[str(s)] = (xs[xl[str(s)]] * dilation[s], ws[wl[str(s)]])
-    k_order = sorted(k_labels, key=lambda lab: -upper(k_stride[lab][0]))
+    k_order = sorted(k_labels, key=lambda lab: -upper(k_stride[lab][0], ranges))
     k_axes = [Axis(cin_g if lab == "i" else window[int(lab)], k_stride[lab]) for lab in k_order]
     spatial = [ConvSpatial(m_axis=m_order.index(str(s)), k_axis=k_order.index(str(s)) if str(s) in k_order else -1,
                            stride=inst.attrs["window_strides"][s], pad_low=inst.attrs["padding_low"][s],
@@ -293,13 +300,14 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     n = wd[wl["o"]] // groups
 
     # M: batch and output positions, walked in the output's memory order
-    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -upper(os[ol[lab]]))
+    m_order = sorted(["b"] + [str(s) for s in range(spatial_n)], key=lambda lab: -upper(os[ol[lab]], io.ranges))
     m_axes = [Axis(od[ol[lab]], (os[ol[lab]],)) for lab in m_order]
-    first = _conv_loop(inst, x, w, m_order, "", io.lhs.ptr, io.rhs.ptr)
+    first = _conv_loop(inst, x, w, m_order, "", io.lhs.ptr, io.rhs.ptr, io.ranges)
     loops = [first]
     if io.second is not None:
         sc = io.second
-        loops.append(_conv_loop(sc.contraction, sc.lhs.shape, sc.rhs.shape, m_order, "_1", sc.lhs.ptr, sc.rhs.ptr))
+        loops.append(_conv_loop(sc.contraction, sc.lhs.shape, sc.rhs.shape, m_order, "_1", sc.lhs.ptr, sc.rhs.ptr,
+                                io.ranges))
     m = numel([od[ol[lab]] for lab in m_order])
     k = first.k
     # rows: batch and output positions in m_order; columns: output features (lane_f, every group's)
@@ -312,29 +320,31 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
                   out_feature_stride=os[ol["f"]], out_type=tl_type(out.dtype),
                   wide=io.wide(), epilogue=fused, **io.template_args())
     pointers = io.pointers()
-    flops = sum(2 * groups * upper(m) * n * loop.k for loop in loops) + fused_flops
+    flops = sum(2 * groups * upper(m, io.ranges) * n * loop.k for loop in loops) + fused_flops
     if groups > 1 and n < MIN_DOT_TILE:
         # depthwise and narrow groups: a matmul tile per group would be mostly padding
         source = render("grouped_conv.py.jinja", n=groups * n, group_out=n, acc_type=tl_type(_acc_dtype(x.dtype)),
                         **common)
         return Kernel(kernel_name, "grouped_conv.py.jinja", source, pointers,
-                      gpu=grouped_conv_launch(m, groups * n, k, interpreter=False),
-                      interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True), flops=flops,
+                      gpu=grouped_conv_launch(m, groups * n, k, interpreter=False, ranges=io.ranges),
+                      interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True, ranges=io.ranges),
+                      flops=flops,
                       scalars=io.symbols(), body_ir=sections_ir(epilogue=fused))
     source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
-                  gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False),
-                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True), flops=flops,
-                  extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype)}, scalars=io.symbols(),
+                  gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False, ranges=io.ranges),
+                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True, ranges=io.ranges),
+                  flops=flops, extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype, ranges=io.ranges)},
+                  scalars=io.symbols(),
                   body_ir=sections_ir(epilogue=fused))
 
 
-def grouped_conv_launch(m: Size, n: int, k: int, interpreter: bool) -> LaunchConfig:
+def grouped_conv_launch(m: Size, n: int, k: int, interpreter: bool, ranges: Ranges = NO_RANGES) -> LaunchConfig:
     """Tiles of [positions, output features, inputs] for grouped_conv.py.jinja (a symbolic number of
     positions: tiles for its largest, the grid for each call's)."""
     rows = m
-    m = upper(m)
+    m = upper(m, ranges)
     if interpreter:
         bk, bn = clamp_pow2(k, 1, 64), clamp_pow2(n, 1, 256)
         bm = clamp_pow2(m, 1, max(1, (1 << 18) // (bn * bk)))

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from mlcc.emit.codegen.indexing import Size, interval, size
+from mlcc.emit.codegen.indexing import Ranges, Size, interval, size
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
@@ -53,9 +53,9 @@ def kernel_strides(shape: Shape) -> tuple[Size, ...]:
     return symbolic.strides(shape.dims, shape.layout)
 
 
-def upper(n: Size | str) -> int:
+def upper(n: Size | str, ranges: Ranges) -> int:
     """The largest value of a size (or a dim's text) over its symbols' ranges: what tiles are chosen for."""
-    return interval(size(n))[1]
+    return interval(size(n), ranges)[1]
 
 
 def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
@@ -71,9 +71,9 @@ def merge_axes(axes: Iterable[Axis]) -> list[Axis]:
     return merged
 
 
-def by_stride(axes: Sequence[Axis], which: int = 0) -> list[Axis]:
+def by_stride(axes: Sequence[Axis], ranges: Ranges, which: int = 0) -> list[Axis]:
     """Axes ordered major to minor by one tensor's strides, so the flat index walks it in memory order."""
-    return sorted(axes, key=lambda ax: -upper(ax.strides[which]))
+    return sorted(axes, key=lambda ax: -upper(ax.strides[which], ranges))
 
 
 def numel(dims: Sequence[Size]) -> Size:
@@ -83,9 +83,9 @@ def numel(dims: Sequence[Size]) -> Size:
     return n
 
 
-def is_wide(*shapes: Shape) -> bool:
+def is_wide(ranges: Ranges, *shapes: Shape) -> bool:
     """True when some offset may not fit in int32, so a kernel must index in int64."""
-    return any(upper(s.numel_expr()) > INT32_LIMIT for s in shapes)
+    return any(upper(s.numel_expr(), ranges) > INT32_LIMIT for s in shapes)
 
 
 def clamp_pow2(n: int, lo: int, hi: int) -> int:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from mlcc.emit.codegen.coords import is_wide, kernel_dims
 from mlcc.emit.codegen.body import Stmt, format_body
 from mlcc.emit.codegen.builder import Body
-from mlcc.emit.codegen.indexing import Affine, Mask, Size, interval, size, size_code
+from mlcc.emit.codegen.indexing import Affine, Mask, Ranges, Size, interval, size, size_code
 from mlcc.emit.codegen.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.views import affine_view
@@ -70,8 +70,8 @@ class FusedOperand:
 class _PrefixedBody(Body):
     """Statement variables named ``<prefix><kind><n>``, apart from the template's own."""
 
-    def __init__(self, prefix: str, index_dtype: str) -> None:
-        super().__init__(index_dtype)
+    def __init__(self, prefix: str, index_dtype: str, ranges: Ranges) -> None:
+        super().__init__(index_dtype, ranges)
         self.prefix = prefix
 
     def fresh(self, prefix: str) -> str:
@@ -87,10 +87,10 @@ class TileEmitter(LoopEmitter):
     """
 
     def __init__(self, fusion: Instruction, prefix: str, shape: str, space: Sequence[Size],
-                 lanes: Sequence[Lanes], wide: bool) -> None:
-        super().__init__([op.shape for op in fusion.operands], "s64" if wide else "s32")
+                 lanes: Sequence[Lanes], wide: bool, ranges: Ranges) -> None:
+        super().__init__([op.shape for op in fusion.operands], "s64" if wide else "s32", ranges)
         self.shape = shape
-        self.body = _PrefixedBody(prefix, self.body.index_dtype)
+        self.body = _PrefixedBody(prefix, self.body.index_dtype, ranges)
         self.body.declare(LINEAR, self.body.index_dtype)
         self.body.declare(MASK, "pred")
         for lane in lanes:
@@ -106,7 +106,7 @@ class TileEmitter(LoopEmitter):
             count: Size = 1
             for n in sizes:
                 count = size(count * n)
-            self.body.bound(lane.var, 0, max(interval(count)[1] - 1, 0))
+            self.body.bound(lane.var, 0, max(interval(count, self.body.ranges)[1] - 1, 0))
             for d, c in zip(lane.dims, self.body.unravel(Affine.var(lane.var), sizes)):
                 coords[d] = c
         return tuple(coords)
@@ -207,12 +207,13 @@ def pointer_params(fusion: Instruction) -> list[str]:
 
 
 def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
-             shape: str, wide: bool, also: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
+             shape: str, wide: bool, ranges: Ranges,
+             also: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
     """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op, and
     each (instruction, variable) of ``also`` for another op at the same coordinates (a second
     convolution's accumulator); and the ops it costs per element."""
     root = check_root(fusion, heavy)
-    em = TileEmitter(fusion, "e_", shape, kernel_dims(heavy.shape), lanes, wide)
+    em = TileEmitter(fusion, "e_", shape, kernel_dims(heavy.shape), lanes, wide, ranges)
     em.bind(heavy, acc, acc_dtype)
     for inst, var in also:
         em.bind(inst, var, acc_dtype)
@@ -230,8 +231,8 @@ def check_root(fusion: Instruction, heavy: Instruction) -> Instruction:
     return root
 
 
-def needs_int64(fusion: Instruction, *shapes: Shape) -> bool:
+def needs_int64(ranges: Ranges, fusion: Instruction, *shapes: Shape) -> bool:
     """Whether an offset or a flat index of the fused kernel may not fit in int32: over the kernel's own
     shapes, the fusion's operands and result, or any value of its computation."""
     values = [i.shape for i in fusion.called.instructions]
-    return is_wide(*shapes, fusion.shape, *[op.shape for op in fusion.operands], *values)
+    return is_wide(ranges, *shapes, fusion.shape, *[op.shape for op in fusion.operands], *values)

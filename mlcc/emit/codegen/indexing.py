@@ -15,19 +15,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from types import MappingProxyType
+from typing import Mapping, Union
 
-from mlcc.hlo.symbolic import Sym, current_ranges
+from mlcc.hlo.symbolic import Sym
 from mlcc.hlo.symbolic import number as size  # x with a constant Sym as its int
 
 NEVER = False
 Mask = str | None | bool  # a predicate variable, None (all lanes) or NEVER
 Size = Union[int, Sym]  # a coefficient or constant: an int, or a size known only at run time (a kernel argument)
 
-def interval(x: Size) -> tuple[int, int]:
+# The symbols' ranges a lowering decides by (Module.symbols: name -> inclusive (lo, hi)): lower_module hands
+# the module's to every lowering, which passes them on to whatever reads a size's bounds (tiles, masks, loops).
+Ranges = Mapping[str, tuple[int, int]]
+NO_RANGES: Ranges = MappingProxyType({})  # a static module's: a symbolic size then fails loudly (SymbolicError)
+
+
+def interval(x: Size, ranges: Ranges) -> tuple[int, int]:
     """The values x takes (a symbolic size over its symbols' ranges)."""
     if isinstance(x, Sym):
-        return x.bounds(current_ranges())
+        return x.bounds(ranges)
     return x, x
 
 

@@ -6,6 +6,11 @@ its result (for a tuple-shaped result, each element in order). Everything else
 is a ``tl.constexpr`` named in the launch configs. Sources come only from jinja2
 templates in ``templates/`` (StrictUndefined); templates receive numbers,
 dtype names and mangled identifiers, never a string from the model.
+
+A size a template prints is kernel source: the environment's ``finalize``
+renders a symbolic one (``Sym``) as ``size_code`` does, the expression over the
+kernel's ``sym_`` arguments (``(4*sym_seq)``), and the ``code`` filter does the
+same inside an expression; ``str()`` of a Sym stays the canonical IR text.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from typing import Any, Callable
 import jinja2
 
 from mlcc.emit.codegen.elementwise import element_code
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, size_code
 from mlcc.emit.codegen.triton_types import tl_type, triton_type
 from mlcc.emit.target.targets import Target
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.rules import RuleTable
-from mlcc.hlo.symbolic import Sym, sizes_as_code, symbols_of
+from mlcc.hlo.symbolic import Sym, symbols_of
 
 
 @dataclass
@@ -80,7 +86,7 @@ def grid_size(n: "int | Sym", block: int) -> int | str:
     (mlcc/runtime/sizes.py) when n is symbolic."""
     if isinstance(n, int):
         return max(1, cdiv(n, block))
-    return f"max(1, cdiv({n}, {block}))"
+    return f"max(1, cdiv({n}, {block}))"  # the runtime's grammar: the canonical text
 
 
 def scalar_params(*shapes: "Shape | Instruction") -> tuple[list[str], list[str], list[str]]:
@@ -129,10 +135,16 @@ def template_dir() -> Path:
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(template_dir())),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, autoescape=False)
+                             trim_blocks=True, lstrip_blocks=True, autoescape=False, finalize=_finalize)
+    env.filters["code"] = size_code  # a size inside a template expression, as kernel source
     env.globals["tl_type"] = tl_type
     env.globals["element_code"] = element_code  # an elementwise op statement's code (loop_ops.py.jinja)
     return env
+
+
+def _finalize(value: Any) -> Any:
+    """What ``{{ value }}`` prints: a symbolic size as kernel source, anything else as it is."""
+    return size_code(value) if isinstance(value, Sym) else value
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -143,15 +155,14 @@ def render(template: str, **context: Any) -> str:
     name = context.get("kernel_name")
     if name is not None and not _IDENT.match(name):
         raise ValueError(f"kernel name {name!r} is not a mangled identifier")
-    with sizes_as_code():  # a symbolic size renders as the expression over the kernel's sym_ arguments
-        source = _env().get_template(template).render(**context)
+    source = _env().get_template(template).render(**context)
     ast.parse(source)
     return source
 
 
 # ---- the lowering table ----------------------------------------------------
 
-Lowering = Callable[[Instruction, str], Kernel]
+Lowering = Callable[[Instruction, str, Ranges], Kernel]  # (instruction, kernel name, the symbols' ranges)
 LOWERINGS: RuleTable[Lowering] = RuleTable("lowering", keys="any")
 lowering = LOWERINGS.register  # register a lowering for opcodes (fusions register as ``fusion:<kind>``)
 
@@ -160,9 +171,11 @@ def lowering_key(inst: Instruction) -> str:
     return f"fusion:{inst.attrs['kind']}" if inst.opcode == "fusion" else inst.opcode
 
 
-def lower(inst: Instruction, kernel_name: str) -> Kernel:
+def lower(inst: Instruction, kernel_name: str, ranges: Ranges = NO_RANGES) -> Kernel:
+    """inst's kernel; a symbolic size's decisions (tiles, masks, loop bounds) follow ranges (Module.symbols),
+    so an instruction with symbolic shapes needs its module's."""
     key = lowering_key(inst)
     fn = LOWERINGS.get(key)
     if fn is None:
         raise NotImplementedError(f"no kernel template for {key} (%{inst.name})")
-    return fn(inst, kernel_name)
+    return fn(inst, kernel_name, ranges)

@@ -28,7 +28,7 @@ from mlcc.emit.codegen.body import (Assign, BitcastConvert, Broadcast, Convert, 
 from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.coords import upper
 from mlcc.emit.codegen.elementwise import has_code
-from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Size, exact_quotient, interval, linear_offset,
+from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Ranges, Size, exact_quotient, interval, linear_offset,
                                         row_major_strides, size, size_code)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
                               triton_pointer)
@@ -88,9 +88,9 @@ def int_range(dtype: str) -> tuple[int, int]:
 class LoopEmitter:
     """Values of a computation's instructions at given coordinates, as kernel statements."""
 
-    def __init__(self, inputs: Sequence[Shape], index_dtype: str) -> None:
+    def __init__(self, inputs: Sequence[Shape], index_dtype: str, ranges: Ranges) -> None:
         self.inputs = list(inputs)
-        self.body = Body(index_dtype)
+        self.body = Body(index_dtype, ranges)
         self.body.declare(LINEAR, index_dtype)
         self.body.declare(TAIL_MASK, "pred")
         self.ops = 0
@@ -208,9 +208,9 @@ def _strides(shape: Shape) -> tuple[Size, ...]:
     return symbolic.strides(shape.dims, shape.layout)
 
 
-def _surely(diff: Size) -> bool:
+def _surely(diff: Size, ranges: Ranges) -> bool:
     """diff >= 0 for every value of its symbols."""
-    return interval(size(diff))[0] >= 0
+    return interval(size(diff), ranges)[0] >= 0
 
 
 # ---------------------------------------------------------------- elementwise
@@ -386,7 +386,7 @@ def _pad(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Valu
             clauses.append((t, ">=", 0))
         if step == 1:
             new.append(t)
-            if not _surely(n - (m - lo)):
+            if not _surely(n - (m - lo), em.body.ranges):
                 clauses.append((t, "<", n))
             continue
         q, r = em.body.divmod(t, step)
@@ -415,7 +415,7 @@ def _concatenate(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask)
         clauses = []
         if start != 0:
             clauses.append((c, ">=", start))
-        if not _surely(start + extent - total):
+        if not _surely(start + extent - total, em.body.ranges):
             clauses.append((c, "<", start + extent))
         piece_mask = em.body.mask(mask, clauses) if extent != 0 else NEVER
         if piece_mask is not NEVER:
@@ -432,7 +432,7 @@ def _dynamic_slice(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mas
     x, *starts = inst.operands
     new = []
     for c, n, extent, s in zip(coords, _dims(x.shape), inst.attrs["slice_sizes"], starts):
-        if _surely(extent - n):
+        if _surely(extent - n, em.body.ranges):
             new.append(c)  # the start clamps to 0
             continue
         new.append(c + em.index(em.value(s, (), None), n, wrap=False, clamp=(0, size(n - extent))))
@@ -444,7 +444,7 @@ def _dynamic_update_slice(em: LoopEmitter, inst: Instruction, coords: Coords, ma
     x, update, *starts = inst.operands
     clauses, new = [], []
     for c, n, extent, s in zip(coords, _dims(x.shape), _dims(update.shape), starts):
-        if _surely(extent - n):
+        if _surely(extent - n, em.body.ranges):
             new.append(c)
             continue
         begin = em.index(em.value(s, (), None), n, wrap=False, clamp=(0, size(n - extent)))
@@ -542,16 +542,16 @@ def _check_fusible(comp: Computation) -> None:
             raise UnsupportedError(f"%{inst.name}: {inst.opcode} cannot be part of a loop kernel")
 
 
-def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[Shape]) -> str:
+def _index_dtype(comp: Computation, inputs: Sequence[Shape], outputs: Sequence[Shape], ranges: Ranges) -> str:
     shapes = list(inputs) + list(outputs) + [i.shape for i in comp.instructions if not i.shape.is_tuple]
-    return "s64" if max(upper(s.numel_expr()) for s in shapes) > INT32_SAFE else "s32"
+    return "s64" if max(upper(s.numel_expr(), ranges) for s in shapes) > INT32_SAFE else "s32"
 
 
 def _outputs(inst: Instruction) -> list[Shape]:
     return list(inst.shape.elements) if inst.shape.is_tuple else [inst.shape]
 
 
-def loop_body(comp: Computation, inst: Instruction) -> LoopEmitter:
+def loop_body(comp: Computation, inst: Instruction, ranges: Ranges) -> LoopEmitter:
     """The emitter holding the body of inst's loop kernel (a loop fusion calling comp, or one op wrapped in
     comp): its statements in ``em.body``, a store of each output at the end."""
     _check_fusible(comp)
@@ -562,9 +562,9 @@ def loop_body(comp: Computation, inst: Instruction) -> LoopEmitter:
     if any(s.dims != first.dims for s in outputs):
         raise UnsupportedError(f"%{inst.name}: loop fusion outputs differ in dims: {[str(s) for s in outputs]}")
     n = size(first.numel_expr())
-    em = LoopEmitter(inputs, _index_dtype(comp, inputs, outputs))
+    em = LoopEmitter(inputs, _index_dtype(comp, inputs, outputs, ranges), ranges)
     if n != 0:
-        em.body.bound(LINEAR, 0, upper(n) - 1)  # in the lanes that store; the others load and store nothing
+        em.body.bound(LINEAR, 0, upper(n, ranges) - 1)  # in the lanes that store; the others load and store nothing
         order = list(reversed(first.layout))  # major to minor: the physical order of the walk
         coords = [Affine()] * first.rank
         dims = _dims(first)
@@ -578,9 +578,10 @@ def loop_body(comp: Computation, inst: Instruction) -> LoopEmitter:
     return em
 
 
-def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kernel:
-    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp)."""
-    em = loop_body(comp, inst)
+def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    """The kernel computing inst (a loop fusion calling comp, or one op wrapped in comp), its tiles chosen for
+    the largest sizes the symbols' ranges allow."""
+    em = loop_body(comp, inst, ranges)
     inputs, outputs = [op.shape for op in inst.operands], _outputs(inst)
     n = size(outputs[0].numel_expr())
     symbols = kernel_symbols(*inputs, *outputs, *comp.instructions)
@@ -589,7 +590,7 @@ def loop_kernel(comp: Computation, inst: Instruction, kernel_name: str) -> Kerne
     body = em.body.live()
     source = render(TEMPLATE, kernel_name=kernel_name, params=params, numel=size_code(n), body=body,
                     int64=em.body.index_dtype == "s64", linear=LINEAR, tail_mask=TAIL_MASK)
-    hint = upper(n)  # tiles are chosen for the largest size in range
+    hint = upper(n, ranges)  # tiles are chosen for the largest size in range
     gpu_block = min(GPU_BLOCK, max(128, next_pow2(hint)))
     interpreter_block = min(INTERPRETER_BLOCK, next_pow2(max(hint, 1)))
     return Kernel(
@@ -616,12 +617,12 @@ def single_op_computation(inst: Instruction) -> Computation:
 
 
 @lowering(*LOOP_OPS)
-def lower_op(inst: Instruction, kernel_name: str) -> Kernel:
-    return loop_kernel(single_op_computation(inst), inst, kernel_name)
+def lower_op(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    return loop_kernel(single_op_computation(inst), inst, kernel_name, ranges)
 
 
 @lowering("fusion:loop")
-def lower_loop_fusion(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_loop_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     if inst.called is None:
         raise UnsupportedError(f"%{inst.name}: loop fusion without a called computation")
-    return loop_kernel(inst.called, inst, kernel_name)
+    return loop_kernel(inst.called, inst, kernel_name, ranges)

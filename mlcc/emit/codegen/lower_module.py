@@ -21,6 +21,7 @@ from typing import Sequence
 # Importing the lowering modules registers their lowerings in LOWERINGS: a plain import, so a module
 # missing or misnamed here fails when this module loads instead of its fusion kind silently vanishing.
 from mlcc.emit.codegen import attention, contraction, loop, normalization, pooling, reduction
+from mlcc.emit.codegen.indexing import Ranges
 from mlcc.emit.codegen.kernel import LOWERINGS, Kernel, lower, lowering_key
 from mlcc.emit.target.targets import Target
 from mlcc.emit.target.tuning_db import TuningDb, configure_targets
@@ -28,7 +29,7 @@ from mlcc.emit.tiling import TILINGS, Tiling
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.ir import Instruction, Module
-from mlcc.hlo.symbolic import SymbolicError, symbol_ranges, symbols_of
+from mlcc.hlo.symbolic import SymbolicError, symbols_of
 from mlcc.names import sanitize_identifier
 
 LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention)
@@ -80,8 +81,7 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[Target] = (
     missing = sorted({lowering_key(i) for i in plan.steps if lowering_key(i) not in LOWERINGS})
     if missing:
         raise UnsupportedError(f"no kernel template for {', '.join(missing)}")
-    with symbol_ranges(module.symbols):
-        _lower_steps(plan, targets, tuning, kernels, by_key, launches)
+    _lower_steps(plan, module.symbols, targets, tuning, kernels, by_key, launches)
     return kernels, launches
 
 
@@ -101,12 +101,12 @@ def _symbolic_error(inst: Instruction, why: str) -> UnsupportedError:
                             f"specialize them at compile time ({hint})")
 
 
-def _lower_steps(plan: BufferPlan, targets: Sequence[Target], tuning: TuningDb | None, kernels: dict[str, Kernel],
-                 by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
+def _lower_steps(plan: BufferPlan, ranges: Ranges, targets: Sequence[Target], tuning: TuningDb | None,
+                 kernels: dict[str, Kernel], by_key: dict[str, str], launches: list[tuple[Instruction, str]]) -> None:
     for inst in plan.steps:
         symbolic = _is_symbolic(inst)
         try:
-            draft = lower(inst, PLACEHOLDER)
+            draft = lower(inst, PLACEHOLDER, ranges)
         except (TypeError, SymbolicError) as e:
             if symbolic:  # a size decision no symbolic rule covers: say so, never a wrong kernel
                 raise _symbolic_error(inst, str(e)) from e
@@ -120,7 +120,7 @@ def _lower_steps(plan: BufferPlan, targets: Sequence[Target], tuning: TuningDb |
         if name is None:
             stem = sanitize_identifier(lowering_key(inst).replace("fusion:", "fused_"))
             name = f"{stem}_{key[:10]}"
-            kernel = lower(inst, name)
+            kernel = lower(inst, name, ranges)
             kernel.signature, kernel.targets, kernel.tuned = draft.signature, draft.targets, draft.tuned
             kernels[name] = kernel
             by_key[key] = name

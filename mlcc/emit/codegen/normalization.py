@@ -15,7 +15,7 @@ from typing import Callable
 
 from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
-from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params, sections_ir
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
                                       tl_type, triton_pointer)
@@ -32,13 +32,14 @@ def _compute_type(dtype: str) -> str:
     return tl_type(_compute_dtype(dtype))
 
 
-def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target = GENERIC) -> LaunchConfig:
+def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target = GENERIC,
+                ranges: Ranges = NO_RANGES) -> LaunchConfig:
     """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there). Symbolic sizes get the tiles of the largest
-    their ranges allow (a row of symbolic length that fits BLOCK_C at its longest is read once), and a
+    ranges allow (a row of symbolic length that fits BLOCK_C at its longest is read once), and a
     grid the runtime evaluates."""
     rows = num_rows
-    num_rows, row_size = upper(num_rows), upper(row_size)
+    num_rows, row_size = upper(num_rows, ranges), upper(row_size, ranges)
     if interpreter:
         block_c = clamp_pow2(row_size, 1, 16384)
         block_rows = clamp_pow2(num_rows, 1, max(1, 65536 // block_c))
@@ -54,14 +55,14 @@ def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target 
 
 
 def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
-    return _row_launch(problem["rows"], problem["row_size"], False, spec)
+    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES))
 
 
 register_tiling(Tiling(heuristic=_row_heuristic), "row_norm.py.jinja")
 
 
-def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[int], epsilon: float,
-                fusion: Instruction | None = None) -> Kernel:
+def _row_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, op: str, normalized: list[int],
+                epsilon: float, fusion: Instruction | None = None) -> Kernel:
     """Rows over the dims not in `normalized`; columns over `normalized`, whose params (if any) follow x."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
     dims = kernel_dims(x)
@@ -69,22 +70,22 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
     params = [p.shape for p in inst.operands[1:]]
     param_strides = [kernel_strides(p) for p in params]
     rows = [d for d in range(x.rank) if d not in normalized]
-    row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows]))
+    row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows], ranges))
     col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
                           for j, d in enumerate(normalized))
     num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
-    hint, row_hint = upper(num_rows), upper(row_size)  # tiles for the largest sizes the ranges allow
+    hint, row_hint = upper(num_rows, ranges), upper(row_size, ranges)  # tiles for the largest sizes the ranges allow
     per_element = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "rms_norm": 4}[op]
     flops = per_element * hint * row_hint
     names = ["in0", *[f"in{i + 1}" for i in range(len(params))], "out0"]
     pointers = [triton_pointer(x)] + [triton_pointer(p) for p in params] + [triton_pointer(out)]
-    wide = is_wide(x)
+    wide = is_wide(ranges, x)
     sections: dict[str, Section | None] = {"prologue": None, "scale": None, "bias": None, "epilogue": None}
     if fusion is not None:
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
-        wide = needs_int64(fusion, x)
-        sections, ops = _fused_sections(inst, fusion, rows, normalized, wide)
+        wide = needs_int64(ranges, fusion, x)
+        sections, ops = _fused_sections(inst, fusion, rows, normalized, wide, ranges)
         flops += ops * hint * row_hint
     symbols = kernel_symbols(x, out, *params) if fusion is None else kernel_symbols(
         out, *(o.shape for o in fusion.operands), *fusion.called.instructions)
@@ -93,20 +94,20 @@ def _row_kernel(inst: Instruction, kernel_name: str, op: str, normalized: list[i
                     row_size=row_size, row_axes=row_axes, col_axes=col_axes, epsilon=epsilon,
                     compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide, **sections)
     return Kernel(kernel_name, "row_norm.py.jinja", source, pointers + ["i32"] * len(symbols),
-                  gpu=_row_launch(num_rows, row_size, interpreter=False),
-                  interpreter=_row_launch(num_rows, row_size, interpreter=True), flops=flops,
-                  extra={"problem": {"rows": num_rows, "row_size": row_size}}, scalars=symbols,
+                  gpu=_row_launch(num_rows, row_size, interpreter=False, ranges=ranges),
+                  interpreter=_row_launch(num_rows, row_size, interpreter=True, ranges=ranges), flops=flops,
+                  extra={"problem": {"rows": num_rows, "row_size": row_size, "ranges": ranges}}, scalars=symbols,
                   body_ir=sections_ir(**sections))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],
-                    wide: bool) -> tuple[dict[str, Section | None], int]:
+                    wide: bool, ranges: Ranges) -> tuple[dict[str, Section | None], int]:
     """x, the scale and the bias at a chunk's lanes (rows by columns), then the fused root from y."""
     x = inst.operands[0].shape
     xs = kernel_strides(x)
-    row_order = tuple(sorted(rows, key=lambda d: -upper(xs[d])))  # the order of row_axes' flat index
+    row_order = tuple(sorted(rows, key=lambda d: -upper(xs[d], ranges)))  # the order of row_axes' flat index
     em = TileEmitter(fusion, "f_", "BLOCK_ROWS, BLOCK_C", kernel_dims(x),
-                     [Lanes("lane_rows", row_order), Lanes("lane_c", tuple(normalized))], wide)
+                     [Lanes("lane_rows", row_order), Lanes("lane_c", tuple(normalized))], wide, ranges)
     em.section(inst.operands[0])
     for param in inst.operands[1:]:  # the scale and the bias, at the columns only
         em.section(param, tuple(em.coords[d] for d in normalized), mask="mask_c")
@@ -120,13 +121,13 @@ def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], nor
 
 
 @lowering("softmax")
-def lower_softmax(inst: Instruction, kernel_name: str) -> Kernel:
-    return softmax_kernel(inst, kernel_name)
+def lower_softmax(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    return softmax_kernel(inst, kernel_name, ranges)
 
 
-def softmax_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
+def softmax_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: Instruction | None = None) -> Kernel:
     op = "log_softmax" if inst.attrs.get("log", False) else "softmax"
-    return _row_kernel(inst, kernel_name, op, [inst.attrs["dimension"]], 0.0, fusion)
+    return _row_kernel(inst, kernel_name, ranges, op, [inst.attrs["dimension"]], 0.0, fusion)
 
 
 def _normalized_dims(inst: Instruction) -> list[int]:
@@ -138,31 +139,35 @@ def _normalized_dims(inst: Instruction) -> list[int]:
 
 
 @lowering("layer-norm")
-def lower_layer_norm(inst: Instruction, kernel_name: str) -> Kernel:
-    return layer_norm_kernel(inst, kernel_name)
+def lower_layer_norm(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    return layer_norm_kernel(inst, kernel_name, ranges)
 
 
-def layer_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
-    return _row_kernel(inst, kernel_name, "layer_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
+def layer_norm_kernel(inst: Instruction, kernel_name: str, ranges: Ranges,
+                      fusion: Instruction | None = None) -> Kernel:
+    return _row_kernel(inst, kernel_name, ranges, "layer_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]),
+                       fusion)
 
 
 @lowering("rms-norm")
-def lower_rms_norm(inst: Instruction, kernel_name: str) -> Kernel:
-    return rms_norm_kernel(inst, kernel_name)
+def lower_rms_norm(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    return rms_norm_kernel(inst, kernel_name, ranges)
 
 
-def rms_norm_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None = None) -> Kernel:
-    return _row_kernel(inst, kernel_name, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]), fusion)
+def rms_norm_kernel(inst: Instruction, kernel_name: str, ranges: Ranges,
+                    fusion: Instruction | None = None) -> Kernel:
+    return _row_kernel(inst, kernel_name, ranges, "rms_norm", _normalized_dims(inst), float(inst.attrs["epsilon"]),
+                       fusion)
 
 
 # the row kernels an input fusion's reduction may be (lowered in mlcc/emit/codegen/reduction.py)
-RowKernel = Callable[[Instruction, str, Instruction | None], Kernel]
+RowKernel = Callable[[Instruction, str, Ranges, Instruction | None], Kernel]
 ROW_KERNELS: dict[str, RowKernel] = {"softmax": softmax_kernel, "layer-norm": layer_norm_kernel,
                                      "rms-norm": rms_norm_kernel}
 
 
 @lowering("batch-norm-inference")
-def lower_batch_norm_inference(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_batch_norm_inference(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
     dims = kernel_dims(x)
     feature = inst.attrs["feature_index"]
@@ -174,12 +179,12 @@ def lower_batch_norm_inference(inst: Instruction, kernel_name: str) -> Kernel:
     sym_params, sym_types, symbols = scalar_params(x, out)
     source = render("batch_norm.py.jinja", kernel_name=kernel_name, numel=n, axes=axes,
                     epsilon=float(inst.attrs["epsilon"]), compute_type=_compute_type(x.dtype),
-                    out_type=tl_type(out.dtype), wide=is_wide(x), sym_params=sym_params)
+                    out_type=tl_type(out.dtype), wide=is_wide(ranges, x), sym_params=sym_params)
 
     def launch(block: int) -> LaunchConfig:
         return LaunchConfig({"BLOCK": block}, (grid_size(n, block), 1, 1), num_warps=4, num_stages=1)
 
-    most = upper(n)
+    most = upper(n, ranges)
     return Kernel(kernel_name, "batch_norm.py.jinja", source, [triton_pointer(op.shape) for op in inst.operands]
                   + [triton_pointer(out)] + sym_types, gpu=launch(clamp_pow2(most, 16, 1024)),
                   interpreter=launch(clamp_pow2(most, 16, 1 << 17)), flops=4 * most, scalars=symbols)

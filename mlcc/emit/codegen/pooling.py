@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, clamp_pow2, highest, is_wide, kernel_dims,
                                       kernel_strides, lowest, numel, upper)
-from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.indexing import Ranges, Size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
                                       triton_pointer)
 from mlcc.hlo.ir import Instruction, is_float
@@ -32,9 +32,9 @@ class PoolDim:
     check_high: bool   # coordinates past the end occur (padding_high > 0)
 
 
-def _launch(num_out: Size, window: int, interpreter: bool) -> LaunchConfig:
+def _launch(num_out: Size, window: int, interpreter: bool, ranges: Ranges) -> LaunchConfig:
     """Tiles for the most outputs a symbolic size allows; the grid for the size of each call."""
-    most = upper(num_out)
+    most = upper(num_out, ranges)
     if interpreter:
         block_w = clamp_pow2(window, 1, 256)
         block_o = clamp_pow2(most, 1, max(1, 65536 // block_w))
@@ -46,7 +46,7 @@ def _launch(num_out: Size, window: int, interpreter: bool) -> LaunchConfig:
 
 
 @lowering("reduce-window")
-def lower_reduce_window(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_reduce_window(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
     kind = inst.attrs["kind"]
     if kind not in POOL_KINDS:
@@ -73,9 +73,9 @@ def lower_reduce_window(inst: Instruction, kernel_name: str) -> Kernel:
                     acc_type=tl_type(acc), out_type=tl_type(out.dtype), is_float=is_float(x.dtype),
                     count_include_pad=bool(inst.attrs.get("count_include_pad", False)),
                     num_out=num_out, window_size=window_size, dims=dims, window_axes=window_axes,
-                    out_axes=[Axis(out_dims[d], (os[d],)) for d in range(rank)], wide=is_wide(x, out),
+                    out_axes=[Axis(out_dims[d], (os[d],)) for d in range(rank)], wide=is_wide(ranges, x, out),
                     sym_params=sym_params)
     return Kernel(kernel_name, "pool.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
-                  gpu=_launch(num_out, window_size, interpreter=False),
-                  interpreter=_launch(num_out, window_size, interpreter=True),
-                  flops=upper(num_out) * window_size, scalars=symbols)
+                  gpu=_launch(num_out, window_size, interpreter=False, ranges=ranges),
+                  interpreter=_launch(num_out, window_size, interpreter=True, ranges=ranges),
+                  flops=upper(num_out, ranges) * window_size, scalars=symbols)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
                                       kernel_strides, lowest, merge_axes, numel, upper)
-from mlcc.emit.codegen.indexing import Size
+from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params,
                                      sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
@@ -43,9 +43,9 @@ def _identity(combine: str, dtype: str, acc: str) -> float | int:
     return 0
 
 
-def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]:
+def _row_tiles(num_out: Size, num_red: Size, interpreter: bool, ranges: Ranges) -> tuple[int, int]:
     """(BLOCK_O, BLOCK_R) for a tile of outputs by reduced elements (symbolic sizes: their largest)."""
-    num_out, num_red = upper(num_out), upper(num_red)
+    num_out, num_red = upper(num_out, ranges), upper(num_red, ranges)
     if interpreter:
         block_r = clamp_pow2(num_red, 1, 65536)
         budget = 65536
@@ -56,32 +56,34 @@ def _row_tiles(num_out: int, num_red: int, interpreter: bool) -> tuple[int, int]
     return block_o, block_r
 
 
-def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: Target = GENERIC) -> LaunchConfig:
+def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: Target = GENERIC,
+                ranges: Ranges = NO_RANGES) -> LaunchConfig:
     """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there)."""
-    block_o, block_r = _row_tiles(num_out, num_red, interpreter)
+    block_o, block_r = _row_tiles(num_out, num_red, interpreter, ranges)
     threads = 256 if block_o * block_r >= 4096 else 128
     return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (grid_size(num_out, block_o), 1, 1),
                         num_warps=threads // spec.warp_size, num_stages=1)
 
 
-def _row_problem(num_out: Size, num_red: Size) -> dict:
-    return {"rows": num_out, "row_size": num_red}
+def _row_problem(num_out: Size, num_red: Size, ranges: Ranges) -> dict:
+    """What the tiles follow from: the sizes, and the ranges their symbols' bounds are over."""
+    return {"rows": num_out, "row_size": num_red, "ranges": ranges}
 
 
 def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
-    return _row_launch(problem["rows"], problem["row_size"], False, spec)
+    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES))
 
 
 register_tiling(Tiling(heuristic=_row_heuristic), "reduce.py.jinja", "argreduce.py.jinja", "scan.py.jinja")
 
 
 @lowering("reduce")
-def lower_reduce(inst: Instruction, kernel_name: str) -> Kernel:
-    return reduce_kernel(inst, kernel_name, None)
+def lower_reduce(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    return reduce_kernel(inst, kernel_name, ranges, None)
 
 
-def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | None) -> Kernel:
+def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: Instruction | None) -> Kernel:
     """The kernel of reduce inst, alone or as the heavy op of an input fusion."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
     kind = inst.attrs["kind"]
@@ -91,8 +93,8 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
     reduced = sorted(set(inst.attrs["dimensions"]))
     kept = [d for d in range(x.rank) if d not in reduced]
     xs, os = kernel_strides(x), kernel_strides(out)
-    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
-    red_axes = merge_axes(by_stride([Axis(dims[d], (xs[d],)) for d in reduced]))
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges))
+    red_axes = merge_axes(by_stride([Axis(dims[d], (xs[d],)) for d in reduced], ranges))
     num_out, num_red = numel([dims[d] for d in kept]), numel([dims[d] for d in reduced])
 
     acc = accumulator_dtype(x.dtype)
@@ -101,13 +103,13 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
         raise ValueError(f"%{inst.name}: reduce kind '{kind}' needs an integer or pred operand, not {x.dtype}")
     params, pointers = ["in0", "out0"], [triton_pointer(x), triton_pointer(out)]
     prologue = fused_epilogue = None
-    wide, flops = is_wide(x), upper(num_out) * max(upper(num_red) - 1, 0)
+    wide, flops = is_wide(ranges, x), upper(num_out, ranges) * max(upper(num_red, ranges) - 1, 0)
     shapes = [x, out]
     if fusion is not None:
         params = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
-        wide = needs_int64(fusion, x)
-        prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide)
+        wide = needs_int64(ranges, fusion, x)
+        prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide, ranges)
         flops += ops
         shapes += [op.shape for op in fusion.operands] + list(fusion.called.instructions)
     sym_params, sym_types, symbols = scalar_params(*shapes)
@@ -118,47 +120,50 @@ def reduce_kernel(inst: Instruction, kernel_name: str, fusion: Instruction | Non
                     red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=wide, prologue=prologue,
                     epilogue=fused_epilogue)
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
-                  gpu=_row_launch(num_out, num_red, interpreter=False),
-                  interpreter=_row_launch(num_out, num_red, interpreter=True), flops=flops,
-                  extra={"problem": _row_problem(num_out, num_red)}, scalars=symbols,
+                  gpu=_row_launch(num_out, num_red, interpreter=False, ranges=ranges),
+                  interpreter=_row_launch(num_out, num_red, interpreter=True, ranges=ranges), flops=flops,
+                  extra={"problem": _row_problem(num_out, num_red, ranges)}, scalars=symbols,
                   body_ir=sections_ir(prologue=prologue, epilogue=fused_epilogue))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
-                    wide: bool) -> tuple[Section, Section, int]:
+                    wide: bool, ranges: Ranges) -> tuple[Section, Section, int]:
     """The operand over an [outputs, reduced elements] tile, the fused root over the outputs (the result,
     held in acc, standing for the reduce), and their flops."""
     x = inst.operands[0].shape
     xs = kernel_strides(x)
-    kept_order = tuple(sorted(kept, key=lambda d: -upper(xs[d])))  # the orders of out_axes' and red_axes' indices
-    red_order = tuple(sorted(reduced, key=lambda d: -upper(xs[d])))
+    # the orders of out_axes' and red_axes' indices
+    kept_order = tuple(sorted(kept, key=lambda d: -upper(xs[d], ranges)))
+    red_order = tuple(sorted(reduced, key=lambda d: -upper(xs[d], ranges)))
     em = TileEmitter(fusion, "p_", "BLOCK_O, BLOCK_R", kernel_dims(x),
-                     [Lanes("lane_o", kept_order), Lanes("lane_r", red_order)], wide)
+                     [Lanes("lane_o", kept_order), Lanes("lane_r", red_order)], wide, ranges)
     em.section(inst.operands[0])
     (prologue,) = em.sections()
     result_dims = tuple(kept.index(d) for d in kept_order)  # the result's dims are the kept ones
-    fused_epilogue, ops = epilogue(fusion, inst, "result", acc, [Lanes("lane_o", result_dims)], "BLOCK_O", wide)
-    return prologue, fused_epilogue, upper(x.numel_expr()) * em.ops + upper(inst.shape.numel_expr()) * ops
+    fused_epilogue, ops = epilogue(fusion, inst, "result", acc, [Lanes("lane_o", result_dims)], "BLOCK_O", wide,
+                                   ranges)
+    return prologue, fused_epilogue, (upper(x.numel_expr(), ranges) * em.ops
+                                      + upper(inst.shape.numel_expr(), ranges) * ops)
 
 
 FUSED_REDUCTIONS = {"reduce": reduce_kernel, **ROW_KERNELS}
 
 
 @lowering("fusion:input")
-def lower_input_fusion(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_input_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """A reduction with the loop ops computing its operands and the elementwise ops on its result."""
     heavy = heavy_op(inst, FUSED_REDUCTIONS)
-    return FUSED_REDUCTIONS[heavy.opcode](heavy, kernel_name, inst)
+    return FUSED_REDUCTIONS[heavy.opcode](heavy, kernel_name, ranges, inst)
 
 
 @lowering("argmax", "argmin")
-def lower_argreduce(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_argreduce(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
     dims = kernel_dims(x)
     axis = inst.attrs["dimension"]
     kept = [d for d in range(x.rank) if d != axis]
     xs, os = kernel_strides(x), kernel_strides(out)
-    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)]))
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges))
     num_out = numel([dims[d] for d in kept])
     sym_params, sym_types, symbols = scalar_params(x, out)
     is_max = inst.opcode == "argmax"
@@ -167,32 +172,34 @@ def lower_argreduce(inst: Instruction, kernel_name: str) -> Kernel:
     source = render("argreduce.py.jinja", kernel_name=kernel_name, is_max=is_max,
                     select_last=bool(inst.attrs.get("select_last_index", False)),
                     is_float=is_float(x.dtype), acc_type=tl_type(acc), worst=worst,
-                    num_out=num_out, size=dims[axis], stride=xs[axis], out_axes=out_axes, wide=is_wide(x),
+                    num_out=num_out, size=dims[axis], stride=xs[axis], out_axes=out_axes, wide=is_wide(ranges, x),
                     sym_params=sym_params)
     return Kernel(kernel_name, "argreduce.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
-                  gpu=_row_launch(num_out, dims[axis], interpreter=False),
-                  interpreter=_row_launch(num_out, dims[axis], interpreter=True),
-                  flops=upper(num_out) * upper(dims[axis]), extra={"problem": _row_problem(num_out, dims[axis])},
+                  gpu=_row_launch(num_out, dims[axis], interpreter=False, ranges=ranges),
+                  interpreter=_row_launch(num_out, dims[axis], interpreter=True, ranges=ranges),
+                  flops=upper(num_out, ranges) * upper(dims[axis], ranges),
+                  extra={"problem": _row_problem(num_out, dims[axis], ranges)},
                   scalars=symbols)
 
 
 @lowering("cumsum")
-def lower_cumsum(inst: Instruction, kernel_name: str) -> Kernel:
+def lower_cumsum(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     x, out = inst.operands[0].shape, inst.shape
     dims = kernel_dims(x)
     axis = inst.attrs["dimension"]
     xs, os = kernel_strides(x), kernel_strides(out)
     lines = [d for d in range(x.rank) if d != axis]
     sym_params, sym_types, symbols = scalar_params(x, out)
-    line_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in lines]))
+    line_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in lines], ranges))
     num_lines = numel([dims[d] for d in lines])
     acc = accumulator_dtype(x.dtype)
     source = render("scan.py.jinja", kernel_name=kernel_name, acc_type=tl_type(acc), out_type=tl_type(out.dtype),
                     size=dims[axis], in_stride=xs[axis], out_stride=os[axis], num_lines=num_lines,
                     line_axes=line_axes, exclusive=bool(inst.attrs.get("exclusive", False)),
-                    reverse=bool(inst.attrs.get("reverse", False)), wide=is_wide(x), sym_params=sym_params)
+                    reverse=bool(inst.attrs.get("reverse", False)), wide=is_wide(ranges, x),
+                    sym_params=sym_params)
     return Kernel(kernel_name, "scan.py.jinja", source, [triton_pointer(x), triton_pointer(out)] + sym_types,
-                  gpu=_row_launch(num_lines, dims[axis], interpreter=False),
-                  interpreter=_row_launch(num_lines, dims[axis], interpreter=True),
-                  flops=upper(x.numel_expr()), extra={"problem": _row_problem(num_lines, dims[axis])},
+                  gpu=_row_launch(num_lines, dims[axis], interpreter=False, ranges=ranges),
+                  interpreter=_row_launch(num_lines, dims[axis], interpreter=True, ranges=ranges),
+                  flops=upper(x.numel_expr(), ranges), extra={"problem": _row_problem(num_lines, dims[axis], ranges)},
                   scalars=symbols)
