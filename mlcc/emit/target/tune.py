@@ -158,10 +158,12 @@ def kernel_scalars(kernel: Kernel, symbols: Mapping[str, int]) -> list[int]:
 
 
 def time_candidates(kernel: Kernel, inst: Instruction, target: Target, repeat: int, bench: Bench = Bench(),
-                    symbols: Mapping[str, int] | None = None) -> list[tuple[float, LaunchConfig]]:
+                    symbols: Mapping[str, int] | None = None,
+                    configs: Sequence[LaunchConfig] | None = None) -> list[tuple[float, LaunchConfig]]:
     """(median microseconds, config) of every candidate that compiles, runs, writes every output element and
     agrees with the first one that does (the heuristic's, first in the list). symbols: a value for each of
-    the kernel's symbols (its ``sym_`` scalars, and the sizes of its buffers and grid)."""
+    the kernel's symbols (its ``sym_`` scalars, and the sizes of its buffers and grid); configs: the ones
+    to time instead of the kernel's tuning candidates (the GPU kit times the heuristic's alone)."""
     import torch
 
     env = dict(symbols or {})
@@ -181,7 +183,7 @@ def time_candidates(kernel: Kernel, inst: Instruction, target: Target, repeat: i
         if bench.interpret:
             from triton.runtime.interpreter import InterpretedFunction
             fn = InterpretedFunction(fn.fn)
-        for config in tuning_candidates(kernel, target):
+        for config in tuning_candidates(kernel, target) if configs is None else configs:
             grid = tuple(eval_size(g, env) for g in config.grid)
 
             def launch(config: LaunchConfig = config, grid: tuple = grid) -> None:
