@@ -62,7 +62,7 @@ class Bench:
     def sync(self) -> None:
         if self.torch_device.startswith("cuda"):
             import torch
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(self.torch_device)
 
 
 def device_target() -> str:
@@ -93,14 +93,14 @@ def _check_target(target: str | None, device: str) -> Target:
 
 def _device_guard(device: str):
     """A context that makes cuda:N the current device (kernels launch on the current one)."""
-    if device.startswith("cuda:"):
-        import torch
-        return torch.cuda.device(int(device.split(":", 1)[1]))
-    return nullcontext()
+    import torch
+    if device.startswith("cuda:") and device[5:].isdigit() and torch.cuda.is_available():
+        return torch.cuda.device(int(device[5:]))
+    return nullcontext()   # without CUDA, _bench says so (69)
 
 
 def _bench(device: str) -> tuple[str, Bench]:
-    """The target device (cuda, cuda:N, sim:TARGET) runs, and where its candidates run."""
+    """The target device (cuda, cuda:N, sim:TARGET) is, and where its candidates run."""
     if device.startswith("sim:"):
         return device.split(":", 1)[1], Bench("cpu", interpret=True, timer=wall_clock_us)
     if device != "cuda" and not (device.startswith("cuda:") and device[5:].isdigit()):
