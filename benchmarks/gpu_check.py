@@ -192,15 +192,19 @@ def stage_benchmark(kit: Kit) -> dict[str, Any]:
 
 def stage_tune(kit: Kit) -> dict[str, Any]:
     db = kit.out / "tuning.yaml"
-    kernels = []
+    kernels, skipped = [], []
+    start = time.monotonic()
     for batch in kit.sizes.batches:
+        if time.monotonic() - start > BUDGETS["tune"]:
+            skipped.append(batch)
+            continue
         if not kit.model_path(batch).exists():
             export_gpt2(gpt2_model(kit.sizes.model), kit.sizes.model, batch, kit.model_path(batch))
         for r in tune_model(kit.model_path(batch), db, CompileOptions(precision="fp16"), repeat=kit.sizes.tune_repeat,
                             log=kit.log, device=kit.tune_device()):
             kernels.append({"batch": batch, **{k: r[k] for k in ("kernel", "template", "heuristic_us", "best_us",
                                                                    "candidates", "config")}})
-    return {"db": str(db), "kernels": kernels,
+    return {"db": str(db), "kernels": kernels, "skipped_batches": skipped,   # over the stage's budget
             "failures": [] if kernels else ["no kernel was tuned"]}
 
 
@@ -378,7 +382,10 @@ def markdown(report: dict[str, Any]) -> str:
                          f"{_f(r['eager_ms'])} | {_f(r['torch_compile_ms'])} | {_f(r['vs_eager'], 2)} | "
                          f"{_f(r['vs_torch_compile'], 2)} | {r['max_abs_err_vs_eager']:.2e} | "
                          f"{_f(r.get('untuned_mlcc_ms'))} |")
-    kernels = report["stages"].get("tune", {}).get("kernels", [])
+    tune = report["stages"].get("tune", {})
+    kernels = tune.get("kernels", [])
+    if tune.get("skipped_batches"):
+        lines += ["", f"mlcc tune skipped batch(es) {tune['skipped_batches']}: over the stage's budget"]
     if kernels:
         lines += ["", "## mlcc tune (fp16, µs)", "", "| batch | kernel | template | heuristic | best | candidates |",
                   "|---:|---|---|---:|---:|---:|"]
