@@ -9,7 +9,7 @@ MODELS := $(wildcard examples/models/*.onnx)
 JOBS   ?= 2
 N      ?= 1000
 
-.PHONY: setup demo test test-slow test-gpu fuzz clean
+.PHONY: setup demo test test-slow test-gpu gpu-check fuzz clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,16 @@ test-slow: $(STAMP)
 
 test-gpu: $(STAMP)
 	$(PY) -m pytest -q -m gpu
+
+# The GPU kit (benchmarks/gpu_check.py): pytest -m gpu, the GPT-2 benchmark, mlcc tune and the benchmark
+# rerun with its database, streaming at 50%, GEMM/bandwidth microbenchmarks -> $(GPU_CHECK_OUT)/gpu_check.{md,json}.
+# SIM=1: the same stages on the simulated device $(SIM_DEVICE) with tiny sizes (timings meaningless); the
+# default test suite runs it (tests/test_gpu_kit.py).
+SIM            ?= 0
+SIM_DEVICE     ?= sim:sm_90
+GPU_CHECK_OUT  ?= build/gpu-check
+gpu-check: $(STAMP)
+	$(PY) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(if $(filter 1,$(SIM)),--sim --device $(SIM_DEVICE))
 
 # Differential fuzzing against onnxruntime: N random valid models, failures shrunk into tests/fuzz/regressions/.
 fuzz: $(STAMP)

@@ -409,7 +409,8 @@ def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes:
             click.echo(json.dumps({"ok": True, "db": db_path, "kernels": results}, sort_keys=True))
         else:
             for r in results:
-                click.echo(f"{r['kernel']} ({r['template']}) on {r['target']}: {r['heuristic_us']:.1f} us -> "
+                was = "heuristic did not run" if r["heuristic_us"] is None else f"{r['heuristic_us']:.1f} us"
+                click.echo(f"{r['kernel']} ({r['template']}) on {r['target']}: {was} -> "
                            f"{r['best_us']:.1f} us with {r['candidates']} candidates")
             click.echo(f"{db_path}: {len(results)} kernel(s) tuned")
 

@@ -270,7 +270,7 @@ def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model,
     monkeypatch.setattr(tune, "device_target", lambda: "sm_90")
     winners = {}
 
-    def fake_timings(kernel, inst, target, repeat):
+    def fake_timings(kernel, inst, target, repeat, **_):
         candidates = tuning_candidates(kernel, target)
         winners[kernel.signature] = candidates[-1]
         return [(10.0, candidates[0]), (5.0, candidates[-1])]
@@ -294,6 +294,146 @@ def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model,
     assert db.read_text() == text   # the same winners write the same bytes
     with pytest.raises(UnsupportedError, match="cannot tune for sm_80 on this sm_90"):
         tune.tune_model(model, db, mlcc.CompileOptions(), target="sm_80")
+
+
+# ---- tune's candidate evaluation, on CPU: Triton's interpreter runs the candidates, a fake timer times them
+
+
+def lowered(model, target: str = "sm_90", **options):
+    """{kernel name: (kernel, its first launch)} of model's tunable kernels, and the module's symbols."""
+    from mlcc.compiler import lower_model
+    from mlcc.emit.target.targets import parse_target
+    from mlcc.emit.tiling import tunable
+    module, kernels, launches = lower_model(model, mlcc.CompileOptions(**options), [parse_target(target)])
+    first = {}
+    for inst, name in launches:
+        if tunable(kernels[name]):
+            first.setdefault(name, (kernels[name], inst))
+    return first, module.symbols
+
+
+def fastest_last(launch, repeat):
+    """A fake timer under which every later candidate is faster than the one before."""
+    fastest_last.calls += 1
+    return 100.0 - fastest_last.calls
+
+
+def test_a_candidate_that_writes_only_part_of_the_output_is_dropped(model, monkeypatch):
+    """The partial candidate launches one program where the output needs two: before outputs were cleared
+    it "agreed" with what the heuristic left in them, and won on time."""
+    import dataclasses
+
+    import mlcc.emit.target.tune as tune
+    from mlcc.emit.target.targets import parse_target
+    kernels, _ = lowered(model)
+    kernel, inst = next(ki for ki in kernels.values() if ki[0].config_for(parse_target("sm_90")).grid[0] > 1)
+    heuristic = tune.tuning_candidates(kernel, parse_target("sm_90"))[0]
+    partial = dataclasses.replace(heuristic, grid=(1, 1, 1))
+    writes_nothing = dataclasses.replace(heuristic, grid=(0, 1, 1))
+    monkeypatch.setattr(tune, "tuning_candidates", lambda k, t: [heuristic, partial, writes_nothing])
+    fastest_last.calls = 0
+    bench = tune.Bench("cpu", interpret=True, timer=fastest_last)
+    timings = tune.time_candidates(kernel, inst, parse_target("sm_90"), 1, bench=bench)
+    assert [c for _, c in timings] == [heuristic]
+
+
+def test_outputs_are_cleared_before_every_run():
+    import mlcc.emit.target.tune as tune
+    torch = pytest.importorskip("torch")
+    out = [torch.zeros(4), torch.zeros(3, dtype=torch.int32), torch.zeros(2, dtype=torch.bool)]
+    bench = tune.Bench("cpu", interpret=True)
+    assert tune.run_checked(lambda: None, out, bench) is None   # writes nothing: its outputs keep the fills
+
+    def writes_all():
+        out[0].copy_(torch.arange(4.0))
+        out[1].fill_(7)
+        out[2].fill_(False)
+    got = tune.run_checked(writes_all, out, bench)
+    assert got is not None and got[0].tolist() == [0.0, 1.0, 2.0, 3.0] and got[1].tolist() == [7] * 3
+
+    assert tune.run_checked(lambda: (out[0][:2].fill_(1.0), out[1].fill_(7), out[2].fill_(False)), out, bench) \
+        is None
+    assert tune.run_checked(lambda: out[1].fill_(7), out, bench) is None   # floats and bools unwritten
+
+    def raises():
+        raise RuntimeError("out of resources")
+    assert tune.run_checked(raises, out, bench) is None
+
+
+def test_a_symbolic_kernel_is_tuned_at_the_top_of_its_range_with_its_scalars(monkeypatch):
+    """Before, no sym_ scalars were passed: every candidate failed to launch and the kernel kept its
+    heuristic config without a word. Now each candidate runs with seq at its largest and agrees with torch."""
+    import mlcc.emit.target.tune as tune
+    from mlcc.emit.target.targets import parse_target
+    torch = pytest.importorskip("torch")
+    kernels, symbols = lowered(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", shapes={"seq": "1..16"})
+    assert symbols == {"seq": (1, 16)}
+    kernel, inst = next(ki for ki in kernels.values() if ki[0].scalars and len(ki[1].operands) == 2)   # the logits
+    assert kernel.scalars == ["seq"] and tune.kernel_scalars(kernel, {"seq": 16}) == [16]
+    with pytest.raises(UnsupportedError, match="seq"):
+        tune.kernel_scalars(kernel, {})
+    target = parse_target("sm_90")
+    candidates = tune.tuning_candidates(kernel, target)[:3]
+    monkeypatch.setattr(tune, "tuning_candidates", lambda k, t: candidates)
+    seen = []
+    real = tune.run_checked
+
+    def checked(launch, outputs, bench):
+        got = real(launch, outputs, bench)
+        seen.append(got)
+        return got
+    monkeypatch.setattr(tune, "run_checked", checked)
+    fastest_last.calls = 0
+    bench = tune.Bench("cpu", interpret=True, timer=fastest_last)
+    timings = tune.time_candidates(kernel, inst, target, 1, bench=bench, symbols={"seq": 16})
+    assert [c for _, c in timings] == candidates
+    torch.manual_seed(0)   # the inputs time_candidates drew, at seq = 16
+    a, b = (tune.random_tensor(op.shape, "cpu", {"seq": 16}) for op in inst.operands)
+    want = a.view(16, 64) @ b.view(64, 1000)
+    for got in seen:
+        assert got[0].numel() == 16 * 1000
+        torch.testing.assert_close(got[0].view(16, 1000), want, rtol=1e-4, atol=1e-4)
+
+
+def test_heuristic_us_is_the_heuristic_configs_time_or_none(model, tmp_path, monkeypatch):
+    """Before, heuristic_us was the first timed candidate's time, whichever config that was."""
+    import mlcc.emit.target.tune as tune
+    monkeypatch.setattr(tune, "device_target", lambda: "sm_90")
+
+    def heuristic_failed(kernel, inst, target, repeat, **_):
+        candidates = tune.tuning_candidates(kernel, target)
+        return [(8.0, candidates[1]), (5.0, candidates[-1])]
+    monkeypatch.setattr(tune, "time_candidates", heuristic_failed)
+    results = tune.tune_model(model, tmp_path / "tuning.yaml", mlcc.CompileOptions(), repeat=1)
+    assert results and all(r["heuristic_us"] is None and r["best_us"] == 5.0 for r in results)
+
+    def heuristic_ran(kernel, inst, target, repeat, **_):
+        candidates = tune.tuning_candidates(kernel, target)
+        return [(8.0, candidates[1]), (9.0, candidates[0]), (5.0, candidates[-1])]
+    monkeypatch.setattr(tune, "time_candidates", heuristic_ran)
+    results = tune.tune_model(model, tmp_path / "tuning.yaml", mlcc.CompileOptions(), repeat=1)
+    assert all(r["heuristic_us"] == 9.0 for r in results)
+
+
+def test_tune_on_the_simulated_device_tunes_a_symbolic_model(tmp_path, monkeypatch):
+    """`sim:sm_90`: the whole of tune_model on CPU, with sm_90's candidates (the first two of each kernel)."""
+    import mlcc.emit.target.tune as tune
+    real = tune.tuning_candidates
+    monkeypatch.setattr(tune, "tuning_candidates", lambda k, t: real(k, t)[:2])
+    db = tmp_path / "tuning.yaml"
+    results = tune.tune_model(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", db,
+                              mlcc.CompileOptions(shapes={"seq": "1..16"}), repeat=1, device="sim:sm_90")
+    kernels, _ = lowered(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", shapes={"seq": "1..16"})
+    assert sorted(r["kernel"] for r in results) == sorted(kernels)
+    assert all(r["target"] == "sm_90" and r["heuristic_us"] is not None for r in results)
+    data = yaml.safe_load(db.read_text())
+    assert {r["signature"] for r in results} <= set(data["kernels"])
+    with pytest.raises(UnsupportedError, match="cuda, cuda:N or sim:TARGET"):
+        tune.tune_model(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", db, mlcc.CompileOptions(), device="tpu")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():   # cuda:N's device guard waits for CUDA: without it, 69 as for cuda
+        with pytest.raises(UnsupportedError, match="needs a CUDA device"):
+            tune.tune_model(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", db, mlcc.CompileOptions(), device="cuda:1")
 
 
 # ---- on a GPU

@@ -49,7 +49,7 @@ class Block(nn.Module):
             v = torch.cat([past_v, v], dim=2)
         t = k.shape[2]
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
-        causal = torch.ones(s, t, dtype=torch.bool).tril(diagonal=t - s)
+        causal = torch.ones(s, t, dtype=torch.bool, device=x.device).tril(diagonal=t - s)
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, s, d)
         x = x + self.c_proj(y)
@@ -68,7 +68,7 @@ class GPT2(nn.Module):
     def forward(self, input_ids, *past):
         s = input_ids.shape[1]
         offset = past[0].shape[2] if past else 0
-        pos = torch.arange(offset, offset + s).unsqueeze(0)
+        pos = torch.arange(offset, offset + s, device=input_ids.device).unsqueeze(0)  # on the model's device
         x = self.wte(input_ids) + self.wpe(pos)
         presents = []
         for i, block in enumerate(self.h):
