@@ -22,7 +22,7 @@ from mlcc.hlo.verifier import verify_module
 
 # Known differences that are not the frontend's: the expected data is rounded to 4 decimals.
 ROUNDED_REFERENCE = {"test_averagepool_2d_ceil_last_window_starts_on_pad"}
-# Not the frontend's either: mlcc/hlo/evaluator.py's bitcast-convert turns a rank-0 value into dims [1].
+# Not the frontend's either: mlcc/hlo/evaluator/elementwise.py's bitcast-convert turns a rank-0 value into dims [1].
 EVALUATOR_ISSUES = {"test_bitcast_scalar_float32_to_int32"}
 MIN_PASSING = 1100  # cases matching the reference when this test was written
 

@@ -17,9 +17,9 @@ A YAML file (read with yaml.safe_load, written with sorted keys so it diffs well
 `mlcc tune` writes it; `mlcc compile --tuning-db FILE` launches a kernel on a target with the entry
 for its (signature, target), the grid recomputed from the tiles, and falls back to the target's
 heuristic where there is none (configure_targets). A signature hashes the kernel's code and problem, never its launch
-config (mlcc/emit/lower_module.py), so entries survive changes to the heuristics. Every entry is
+config (mlcc/emit/codegen/lower_module.py), so entries survive changes to the heuristics. Every entry is
 checked when the file is read (types, names, powers of two; templates and constexprs against the
-tilings the reader passes, mlcc/emit/lower_module.tilings()) and again against its kernel when used
+tilings the reader passes, mlcc/emit/codegen/lower_module.tilings()) and again against its kernel when used
 (the problem's constraints, the target's shared memory): a bad one is exit 65 naming the file and
 the entry. Target names are parsed once, when read, by the one parse function (parse_target).
 """
