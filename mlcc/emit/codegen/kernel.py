@@ -83,7 +83,7 @@ def cdiv(a: int, b: int) -> int:
 
 def grid_size(n: "int | Sym", block: int) -> int | str:
     """Programs for n items in blocks of block: a number, or the expression the runtime evaluates
-    (mlcc/runtime/sizes.py) when n is symbolic."""
+    (mlcc/bundle/sizes.py) when n is symbolic."""
     if isinstance(n, int):
         return max(1, cdiv(n, block))
     return f"max(1, cdiv({n}, {block}))"  # the runtime's grammar: the canonical text
