@@ -93,7 +93,7 @@ _UNARY = ("abs", "negate", "exp", "expm1", "log", "log-plus-one", "sqrt", "rsqrt
           "tanh", "erf", "logistic", "sin", "cos", "tan", "asin", "acos", "atan",
           "sinh", "cosh", "asinh", "acosh", "atanh", "floor", "ceil", "round-nearest-even",
           "round-nearest-afz", "sign", "not", "is-finite", "is-nan", "is-inf", "reciprocal",
-          "relu", "softplus", "mish", "popcnt")
+          "relu", "softplus", "softsign", "mish", "popcnt")
 _BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "power", "maximum",
            "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic",
            "shift-right-logical")

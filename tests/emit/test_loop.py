@@ -85,7 +85,7 @@ SIGNED = ("s8", "s32", "s64")
 UNSIGNED = ("u8", "u16", "u32", "u64")
 FLOAT_UNARY = ("exp", "expm1", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt", "tanh", "erf", "logistic",
                "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-               "floor", "ceil", "round-nearest-even", "round-nearest-afz", "reciprocal", "softplus", "mish",
+               "floor", "ceil", "round-nearest-even", "round-nearest-afz", "reciprocal", "softplus", "softsign", "mish",
                "abs", "negate", "sign", "relu", "is-finite", "is-nan", "is-inf")
 INT_UNARY = ("abs", "negate", "sign", "relu", "not", "popcnt", "floor", "round-nearest-even", "is-finite")
 FLOAT_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "fmod", "power", "maximum", "minimum",

@@ -96,7 +96,7 @@ TORCH_UNARY = {
     "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh, "cosh": torch.cosh, "asinh": torch.asinh,
     "acosh": torch.acosh, "atanh": torch.atanh, "floor": torch.floor, "ceil": torch.ceil,
     "round-nearest-even": torch.round, "sign": torch.sign, "reciprocal": torch.reciprocal, "relu": torch.relu,
-    "softplus": lambda t: F.softplus(t, threshold=1e9), "mish": F.mish,
+    "softplus": lambda t: F.softplus(t, threshold=1e9), "softsign": F.softsign, "mish": F.mish,
 }
 
 

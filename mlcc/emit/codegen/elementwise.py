@@ -60,6 +60,7 @@ EXPR: dict[str, dict[str, Entry]] = {
     "is-nan": {"float": "{x} != {x}", "any": "{x} != {x}"},
     "is-inf": {"float": "tl.abs({x}) == float(\"inf\")", "any": "{x} != {x}"},
     "reciprocal": {"float": "1.0 / {x}"},
+    "softsign": {"float": "{x} / (1.0 + tl.abs({x}))"},
     "relu": {"float": "tl.where({x} < 0, 0.0, {x})", "signed": "tl.where({x} < 0, 0, {x})",
              "unsigned": "{x}", "pred": "{x}"},
     "popcnt": {"signed": Lines("popcnt_int", "x", "utype", "dtype"),

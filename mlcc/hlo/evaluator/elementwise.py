@@ -65,7 +65,7 @@ _FLOAT_UNARY = {
     "logistic": _logistic, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
     "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh,
     "acosh": np.arccosh, "atanh": np.arctanh, "reciprocal": lambda x: 1 / x,
-    "softplus": lambda x: np.logaddexp(0, x), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+    "softplus": lambda x: np.logaddexp(0, x), "softsign": lambda x: x / (1 + np.abs(x)), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
     "atan2": np.arctan2,
 }
 _NUMERIC = {

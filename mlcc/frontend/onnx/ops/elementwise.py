@@ -17,7 +17,7 @@ UNARY = {
     "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh",
     "Atanh": "atanh", "Floor": "floor", "Ceil": "ceil", "Round": "round-nearest-even", "Sign": "sign",
     "Not": "not", "BitwiseNot": "not", "IsNaN": "is-nan", "Reciprocal": "reciprocal", "Relu": "relu",
-    "Softplus": "softplus",
+    "Softplus": "softplus", "Softsign": "softsign",
 }
 BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
           "And": "and", "Or": "or", "Xor": "xor",
@@ -256,12 +256,6 @@ def import_hard_sigmoid(b: Builder, node: OnnxNode) -> list[Result]:
 def import_hard_swish(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     return [b.op("multiply", [x, _hard_sigmoid(b, x, 1 / 6, 0.5)])]
-
-
-@onnx_op("Softsign", since=1)
-def import_softsign(b: Builder, node: OnnxNode) -> list[Result]:
-    x = node.input(0)
-    return [b.op("divide", [x, scalar_op(b, "add", b.op("abs", [x]), 1)])]
 
 
 @onnx_op("Mish", since=18)
