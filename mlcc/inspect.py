@@ -408,7 +408,7 @@ def _render_rich(summary: dict[str, Any], out: IO[str]) -> None:
 
 # ---- mlcc inspect --binaries: the compiled binaries' registers, spills, shared memory, occupancy, MMA
 
-BINARY_HEADER = ("kernel", "target", "template", "regs", "spill st/ld", "shared", "warps", "occupancy",
+BINARY_HEADER = ("kernel", "target", "template", "tile", "regs", "spill st/ld", "shared", "warps", "occupancy",
                  "limited by", "matrix instructions")
 
 
@@ -430,7 +430,7 @@ def _matrix_cell(row: dict[str, Any]) -> str:
 def binaries_table(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     def num(v: Any) -> str:
         return "?" if v is None else str(v)
-    return [(r["kernel"], r["target"], r["template"], num(r["registers"]),
+    return [(r["kernel"], r["target"], r["template"], r["tile"] or "-", num(r["registers"]),
              f"{num(r['spill_stores'])}/{num(r['spill_loads'])}", human_bytes(r["shared"]), str(r["num_warps"]),
              f"{r['warps_per_sm']} warps/SM ({r['occupancy']:.0%})", r["limited_by"], _matrix_cell(r))
             for r in summary["binaries"]]

@@ -327,7 +327,8 @@ class BinaryFacts:
     function: str
     params: list[Param]
     registers: int | None          # 32-bit registers per thread (VGPRs on AMD; arch + accumulation)
-    spill_stores: int | None       # bytes (NVIDIA: STL bytes; AMD: spilled registers * 4 per lane)
+    spill_stores: int | None       # bytes (NVIDIA: STL bytes; AMD: spilled VGPRs * 4 per lane; SGPR spills go
+                                   # to VGPR lanes, not memory: extra["sgpr_spills"])
     spill_loads: int | None        # bytes (NVIDIA: LDL bytes; AMD: None, the metadata counts only stores)
     shared: int                    # bytes of shared memory / LDS one program uses
     num_warps: int
@@ -380,7 +381,7 @@ def read_binary(path: Path, target: Target, function: str, metadata: dict[str, A
     sgpr_spill = int(meta.get(".sgpr_spill_count", 0))
     text = sections.get(".text")
     facts = BinaryFacts(target.name, function, hsaco_params(meta), int(meta.get(".vgpr_count", 0)),
-                        (vgpr_spill + sgpr_spill) * 4, None,
+                        vgpr_spill * 4, None,
                         max(int(meta.get(".group_segment_fixed_size", 0)), dynamic_shared), num_warps,
                         mfma=gfx9_mfma_count(text.data) if text is not None else None)
     facts.extra.update({"agprs": meta.get(".agpr_count"), "sgprs": meta.get(".sgpr_count"),
@@ -443,8 +444,10 @@ def binary_rows(bundle: Path, manifest: Manifest | None = None) -> list[dict[str
     for kernel in manifest.kernels:
         for target in sorted(kernel.binaries):
             facts = bundle_facts(bundle, kernel, target)
-            row = {"kernel": kernel.name, "template": kernel.template, **facts.to_json(),
-                   **occupancy(facts, parse_target(target))}
+            constexprs = (kernel.binaries[target].config or kernel.gpu).constexprs
+            tile = [constexprs[b] for b in ("BLOCK_M", "BLOCK_N", "BLOCK_K") if b in constexprs]
+            row = {"kernel": kernel.name, "template": kernel.template, "tile": "x".join(map(str, tile)),
+                   **facts.to_json(), **occupancy(facts, parse_target(target))}
             rows.append(row)
     return rows
 
