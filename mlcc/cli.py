@@ -139,6 +139,8 @@ def main() -> None:
               help="Tuning database (YAML, from mlcc tune): measured launch configs by kernel signature and target.")
 @click.option("--require-tuned", is_flag=True, default=None,
               help="Fail (exit 69) if a tunable kernel has no tuning entry for a target; lists every one.")
+@click.option("--werror-spills", is_flag=True, default=None,
+              help="Fail (exit 69) if a kernel's binary spills registers (otherwise a warning per kernel and target).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
@@ -149,7 +151,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                report_path: Path | None, as_json: bool, quiet: bool, debug: bool) -> None:
+                werror_spills: bool | None, report_path: Path | None, as_json: bool, quiet: bool, debug: bool) -> None:
     """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
 
     IR text (a bundle's model.hlo) goes through the phases its header shows are still to do; the weights
@@ -160,7 +162,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "dump_ir": dump_ir, "disable_passes": list(disable_passes) or None, "time_passes": time_passes or None,
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
-               "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned}
+               "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned,
+               "werror_spills": werror_spills}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json) as progress:
@@ -172,7 +175,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
         if as_json:
             click.echo(json.dumps({"ok": True, "up_to_date": result.up_to_date, "bundle": str(out_dir),
                                    "kernels": len(m["kernels"]), "launches": len(m["schedule"]),
-                                   "targets": m["targets"], "build": result.build_stats}, sort_keys=True))
+                                   "targets": m["targets"], "build": result.build_stats,
+                                   "warnings": result.warnings}, sort_keys=True))
         elif not quiet:
             if result.up_to_date:
                 click.echo(f"{out_dir}: up to date")
@@ -181,6 +185,9 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 click.echo(f"{model} -> {out_dir}: {len(m['kernels'])} kernels, {len(m['schedule'])} launches, "
                            f"targets {','.join(m['targets'])} ({s.get('compiled', 0)} compiled, "
                            f"{s.get('cache_hits', 0)} from cache)")
+        if not quiet and not as_json:
+            for line in result.warnings:
+                click.echo(line, err=True)
         if time_passes and result.pass_records:
             _print_pass_table(result.pass_records)
         if explain_fusion:
@@ -327,12 +334,34 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
 @main.command("inspect")
 @click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--device-model", default=None, help="Device model for roofline times: H100, H200, A100 (default: the bundle's).")
+@click.option("--binaries", is_flag=True, help="Per kernel and target: registers, spills, shared memory, occupancy, "
+                                                "matrix instructions, read from the binaries.")
+@click.option("--abi", is_flag=True, help="Check every launch's parameters and grid against the binaries (exit 65 "
+                                          "listing each mismatch).")
 @click.option("--json", "as_json", is_flag=True, help="The summary as JSON.")
-def inspect_cmd(bundle: Path, device_model: str | None, as_json: bool) -> None:
+def inspect_cmd(bundle: Path, device_model: str | None, binaries: bool, abi: bool, as_json: bool) -> None:
     """Summarize a bundle: kernels (fusion kind, source ops, FLOPs, bytes, roofline), layout conversions,
     memory plan, memory intent by tensor class."""
-    from mlcc.inspect import render_text, summarize
+    from mlcc.inspect import binaries_summary, render_binaries, render_text, summarize
     with _diagnostics(as_json):
+        if abi:
+            from mlcc.emit.target.abi import check_bundle
+            problems = check_bundle(bundle)
+            if problems:
+                raise errors.BundleError(f"launch ABI: {len(problems)} mismatches: "
+                                         + "; ".join(str(p) for p in problems), file=str(bundle))
+            if as_json:
+                click.echo(json.dumps({"ok": True, "abi_problems": []}))
+            else:
+                click.echo(f"{bundle}: launch ABI ok (every launch's parameters and grid match the binaries)")
+            return
+        if binaries:
+            summary = binaries_summary(bundle)
+            if as_json:
+                click.echo(json.dumps(summary, sort_keys=True, indent=1))
+            else:
+                render_binaries(summary)
+            return
         summary = summarize(bundle, device_model)
         if as_json:
             click.echo(json.dumps(summary, sort_keys=True, indent=1))

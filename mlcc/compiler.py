@@ -21,6 +21,7 @@ from mlcc.bundle.digest import bundle_digest, file_sha256
 from mlcc.emit.check_numerics import check_numerics
 from mlcc.emit.codegen.kernel import Kernel
 from mlcc.emit.codegen.lower_module import lower_module, tilings
+from mlcc.emit.target.binaries import spill_warnings
 from mlcc.emit.target.build import build_binaries, default_cache_dir
 from mlcc.emit.target.targets import Target, TargetError, device_model, parse_targets
 from mlcc.emit.target.tuning_db import TuningDb, load_tuning_db
@@ -61,6 +62,7 @@ class CompileOptions:
     io_layout: str = "row-major"       # row-major: inputs and outputs as ONNX/StableHLO define; any: the compiler's choice
     tuning_db: str | None = None       # YAML of measured launch configs by kernel signature and target (mlcc tune)
     require_tuned: bool = False        # a tunable (kernel, target) without a tuning entry is an error
+    werror_spills: bool = False        # a binary that spills registers is an error (exit 69), not a warning
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
@@ -79,6 +81,7 @@ class CompileResult:
     module: Module | None = None
     build_stats: dict[str, Any] = field(default_factory=dict)
     fusion_explanations: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # one line per kernel and target that spills
 
 
 def tool_versions() -> dict[str, str]:
@@ -296,7 +299,7 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             # Same bytes, fresh mtime: make sees the bundle as newer than the input it was checked against.
             os.utime(out_dir / "manifest.json")
             _write_depfile(options, out_dir, deps)
-            return CompileResult(out_dir, manifest, up_to_date=True)
+            return CompileResult(out_dir, manifest, up_to_date=True, warnings=_spills(out_dir, options))
 
     module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
     report("passes", 0, 1)
@@ -331,4 +334,14 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
     _write_depfile(options, out_dir, deps)
     return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
-                         fusion_explanations=list(module.analyses.fusion_explanations))
+                         fusion_explanations=list(module.analyses.fusion_explanations),
+                         warnings=_spills(out_dir, options))
+
+
+def _spills(out_dir: Path, options: CompileOptions) -> list[str]:
+    """The bundle's register-spill warnings; with --werror-spills, UnsupportedError (exit 69) listing them."""
+    lines = spill_warnings(out_dir)
+    if lines and options.werror_spills:
+        raise UnsupportedError(f"--werror-spills: {len(lines)} binaries spill registers: "
+                               + "; ".join(line.removeprefix("warning: ") for line in lines), file=str(out_dir))
+    return lines

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from mlcc.emit.target.binaries import binary_rows
 from mlcc.emit.target.targets import DeviceModel, device_model
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
 from mlcc.hlo.ir import Instruction, Module, Shape
@@ -403,3 +404,43 @@ def _render_rich(summary: dict[str, Any], out: IO[str]) -> None:
         for r in intent_table(summary):
             it.add_row(*(Text(c) for c in r))
         console.print(it)
+
+
+# ---- mlcc inspect --binaries: the compiled binaries' registers, spills, shared memory, occupancy, MMA
+
+BINARY_HEADER = ("kernel", "target", "template", "tile", "regs", "spill st/ld", "shared", "warps", "occupancy",
+                 "limited by", "matrix instructions")
+
+
+def binaries_summary(bundle: str | Path) -> dict[str, Any]:
+    """Per kernel and target, what its binary says about itself (mlcc/emit/target/binaries.py)."""
+    bundle = Path(bundle)
+    if not (bundle / "manifest.json").is_file():
+        raise InputMissingError("not a bundle (no manifest.json)", file=str(bundle))
+    return {"bundle": str(bundle), "binaries": binary_rows(bundle)}
+
+
+def _matrix_cell(row: dict[str, Any]) -> str:
+    counts = [f"{n} {row[n]}" for n in ("wgmma", "mma", "mfma") if row.get(n)]
+    if not counts and all(row.get(n) is None for n in ("wgmma", "mma", "mfma")):
+        return "?"
+    return ", ".join(counts) or "-"
+
+
+def binaries_table(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    def num(v: Any) -> str:
+        return "?" if v is None else str(v)
+    return [(r["kernel"], r["target"], r["template"], r["tile"] or "-", num(r["registers"]),
+             f"{num(r['spill_stores'])}/{num(r['spill_loads'])}", human_bytes(r["shared"]), str(r["num_warps"]),
+             f"{r['warps_per_sm']} warps/SM ({r['occupancy']:.0%})", r["limited_by"], _matrix_cell(r))
+            for r in summary["binaries"]]
+
+
+def render_binaries(summary: dict[str, Any], file: IO[str] | None = None) -> None:
+    out = file or sys.stdout
+    if not summary["binaries"]:
+        print(f"{summary['bundle']}: no binaries (built with --target none)", file=out)
+        return
+    _aligned(BINARY_HEADER, binaries_table(summary), out)
+    spilling = [r for r in summary["binaries"] if r["spilled_bytes"]]
+    print(f"{len(summary['binaries'])} binaries, {len(spilling)} spilling registers", file=out)

@@ -14,6 +14,9 @@ tuning guides:
 - gfx942 (MI300X): 64 KiB LDS per CU, wavefronts of 64 lanes (Triton's num_warps counts wavefronts);
   304 CUs. Triton's AMD pipeliner double-buffers (2 stages) at most usefully; attention runs unpipelined.
 - gfx90a (MI250X, one GCD): 64 KiB LDS, 110 CUs. gfx950 (MI355X): 160 KiB LDS, 256 CUs.
+Occupancy figures (CUDA C Programming Guide, "Compute capabilities" table; AMD CDNA ISA guides): sm_80 and
+sm_90 hold 64 warps, 32 blocks and 64 Ki registers per SM (allocated per warp in units of 256), and the
+driver reserves 1 KiB of shared memory per block; a generic NVIDIA part is assumed to hold 48 warps (sm_86).
 A valid name not in the table (sm_75, gfx1100) gets GENERIC's or AMD_GENERIC's figures: the configs every
 part of its vendor can run, with no SM count to shrink tiles for. sm_90a is sm_90 with its arch-specific
 instructions: sm_90's figures under its own name.
@@ -62,6 +65,15 @@ class Target:
     eight_warps_area: int     # BLOCK_M * BLOCK_N from which a matmul program runs 8 warps, not 4
     l2_bytes: int = 0         # the chip's L2 cache; 0: no figure
     peak_flops: tuple[tuple[str, float], ...] = ()   # dense peak FLOP/s by PEAK_CLASSES; (): no figures
+    # What one SM (CU) holds, for occupancy (mlcc/emit/target/binaries.py), and the launch limits:
+    sm_shared_bytes: int = 0            # shared memory (LDS) per SM (CU)
+    shared_reserved_per_block: int = 0  # shared memory the driver reserves per resident program
+    sm_max_warps: int = 64              # resident warps (wavefronts) per SM (CU)
+    sm_max_blocks: int = 32             # resident programs per SM (CU)
+    register_file: int = 65536          # NVIDIA: 32-bit registers per SM; AMD: VGPRs per lane of one SIMD
+    register_granule: int = 256         # NVIDIA: registers allocated per warp in these units; AMD: VGPRs
+    simds: int = 1                      # AMD: SIMDs per CU a workgroup's wavefronts spread over
+    grid_limits: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # most programs per grid dimension
 
     @property
     def vendor(self) -> str:
@@ -75,13 +87,20 @@ class Target:
 
 def _nvidia(name: str, arch: int, *, shared_kib: int = 99, sms: int = 0, matmul_stages: int = 3,
             attention_stages: int = 0, half_tile: tuple[int, int, int] = (128, 128, 64), l2_bytes: int = 0,
-            peaks: tuple[float, float, float, float] | None = None) -> Target:
+            peaks: tuple[float, float, float, float] | None = None, sm_shared_kib: int = 0,
+            sm_max_warps: int = 48) -> Target:
     return Target(name, "cuda", arch, "cubin", 32, shared_kib * KIB, 255, sms, matmul_stages, attention_stages,
-                  half_tile, (64, 64, 32), 128 * 128, l2_bytes, tuple(zip(PEAK_CLASSES, peaks)) if peaks else ())
+                  half_tile, (64, 64, 32), 128 * 128, l2_bytes, tuple(zip(PEAK_CLASSES, peaks)) if peaks else (),
+                  sm_shared_bytes=(sm_shared_kib or shared_kib + 1) * KIB, shared_reserved_per_block=KIB,
+                  sm_max_warps=sm_max_warps)
 
 
 def _amd(name: str, *, shared_kib: int = 64, sms: int = 0, half_tile: tuple[int, int, int] = (128, 128, 32)) -> Target:
-    return Target(name, "hip", name, "hsaco", 64, shared_kib * KIB, 512, sms, 2, 1, half_tile, (64, 64, 32), 128 * 256)
+    # CDNA: 4 SIMDs per CU, 8 wavefronts per SIMD, 512 VGPRs (arch + accumulation) per lane, granule 8;
+    # HIP's maxGridSize is (2^31-1, 65536, 65536) programs.
+    return Target(name, "hip", name, "hsaco", 64, shared_kib * KIB, 512, sms, 2, 1, half_tile, (64, 64, 32), 128 * 256,
+                  sm_shared_bytes=shared_kib * KIB, sm_max_warps=32, register_file=512, register_granule=8,
+                  simds=4, grid_limits=(2**31 - 1, 65536, 65536))
 
 
 # What every part of a vendor can run: the portable config (Kernel.gpu) is tiled for GENERIC, and a valid
@@ -90,9 +109,10 @@ GENERIC = _nvidia("generic", 0)
 AMD_GENERIC = _amd("amd")
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    _nvidia("sm_80", 80, shared_kib=163, sms=108, l2_bytes=40 * MIB, peaks=(312e12, 312e12, 156e12, 19.5e12)),
+    _nvidia("sm_80", 80, shared_kib=163, sms=108, l2_bytes=40 * MIB, peaks=(312e12, 312e12, 156e12, 19.5e12),
+            sm_shared_kib=164, sm_max_warps=64),
     _nvidia("sm_90", 90, shared_kib=227, sms=132, matmul_stages=4, attention_stages=3, half_tile=(128, 256, 64),
-            l2_bytes=50 * MIB, peaks=(989.4e12, 989.4e12, 494.7e12, 66.9e12)),
+            l2_bytes=50 * MIB, peaks=(989.4e12, 989.4e12, 494.7e12, 66.9e12), sm_shared_kib=228, sm_max_warps=64),
     _amd("gfx90a", sms=110),
     _amd("gfx942", sms=304),
     _amd("gfx950", shared_kib=160, sms=256, half_tile=(128, 128, 64)),
