@@ -74,3 +74,28 @@ def test_bf16_kernels_round_once_to_nearest_even(bf16_bundle):
     assert ceil.astype(np.float32).tolist() == [4.0, 1.0, -0.0, 2.0]
     want_diff = (a.astype(np.float32) - b.astype(np.float32)).astype(BF16)
     assert diff.view(np.uint16).tolist() == want_diff.view(np.uint16).tolist()
+
+
+def test_bf16_dot_under_the_interpreter_multiplies_values_not_bit_patterns(tmp_path):
+    """The bf16 matmul branch (DOT_F32=0) feeds tl.dot bf16 tiles; the interpreter multiplied their uint16 bit
+    patterns. Checked on a kernel loaded as a bundle's kernels are (import_jit installs the fix)."""
+    import torch
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from mlcc.bundle.kernels import import_jit
+
+    (tmp_path / "dot16.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def dot16(a_ptr, b_ptr, c_ptr):\n"
+        "    r = tl.arange(0, 16)\n"
+        "    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])\n"
+        "    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])\n"
+        "    tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))\n")
+    kernel = InterpretedFunction(import_jit(tmp_path / "dot16.py", "dot16").fn)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((16, 16)).astype(BF16) for _ in range(2))
+    out = torch.empty((16, 16), dtype=torch.float32)
+    kernel[(1,)](torch.from_numpy(a.view(np.uint16)).view(torch.bfloat16),
+                 torch.from_numpy(b.view(np.uint16)).view(torch.bfloat16), out)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)

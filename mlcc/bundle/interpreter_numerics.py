@@ -6,10 +6,15 @@ nearest even, and flushes bfloat16 subnormals when widening them. On a GPU, `x.t
 nearest even and widening is exact, so a CPU run of a bf16 kernel drifted from the GPU's by one bf16 ulp per
 rounding (3.140625 * 3.140625 gave 9.8125, not 9.875), and ceil/floor of a subnormal gave 0.
 
+It also multiplies bfloat16 `tl.dot` operands as their uint16 bit patterns, which made the bf16 matmul
+branch (`DOT_F32=0`) compute garbage on CPU.
+
 ``install()`` replaces the interpreter's two bfloat16 <-> float32 conversions with exact bit arithmetic:
 widening shifts the 16 bits into the top of a float32 (exact for every value, subnormals included);
-narrowing rounds to nearest, ties to even, keeps NaNs NaN (quiet) and infinities infinite. Every other cast
-is left to the interpreter. Idempotent; the interpreter is only imported when this is called.
+narrowing rounds to nearest, ties to even, keeps NaNs NaN (quiet) and infinities infinite; and it widens
+bfloat16 dot operands to float32 (exact) before the product, accumulated in the dot's own type as on a
+GPU. Every other cast is left to the interpreter. Idempotent; the interpreter is only imported when this is
+called.
 """
 
 from __future__ import annotations
@@ -69,6 +74,16 @@ def install() -> None:
         exact = bf16_cast(src, dst_type, round_to_nearest=not rtz)
         return exact if exact is not None else original_fp_to_fp(self, src, dst_type, rounding_mode)
 
+    original_dot = builder.create_dot
+
+    def widened(x: Any) -> Any:
+        return TensorHandle(bf16_bits_to_f32(x.data), tl.float32) if x.dtype.scalar == tl.bfloat16 else x
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
+        # bf16 operands are uint16 bit patterns to the interpreter: np.matmul would multiply the patterns
+        return original_dot(self, widened(a), widened(b), d, input_precision, max_num_imprecise_acc)
+
     builder.cast_impl = cast_impl
     builder.create_fp_to_fp = create_fp_to_fp
+    builder.create_dot = create_dot
     _installed = True
