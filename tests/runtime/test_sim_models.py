@@ -5,12 +5,14 @@ the reference (ONNX: onnxruntime; StableHLO: the .ref.npz). CPU only; no GPU nee
 from __future__ import annotations
 
 import json
+import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from mlcc.cli import main
-from mlcc_test_paths import SHARED_MODELS
+from mlcc_test_paths import ROOT, SHARED_MODELS
 
 TARGETS = ("sm_80", "sm_90", "gfx942")
 MODELS = sorted(p.name for p in SHARED_MODELS.glob("*.onnx")) + sorted(p.name for p in SHARED_MODELS.glob("*.mlir"))
@@ -80,11 +82,28 @@ def test_the_simulated_device_runs_the_binarys_launch_config_not_the_interpreter
         r = CliRunner().invoke(main, ["run", str(bundle), "--device", device, "--inputs", str(feeds),
                                       "--output", str(out)])
         assert r.exit_code == 0, r.output
-        import numpy as np
         return np.load(out)["logits"]
 
-    import numpy as np
     want = np.load(feeds)["out:logits"]
     np.testing.assert_allclose(run("cpu"), want, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(run("sim:sm_80"), want, rtol=1e-3, atol=1e-4)
     assert not np.allclose(run("sim:sm_90"), want, rtol=1e-3, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def light_resnet50(tmp_path_factory):
+    """light_resnet50 from the onnx wheel with seeded random weights (tools/light_models.py)."""
+    import onnx
+    sys.path.insert(0, str(ROOT / "tools"))
+    from light_models import load_light_model, randomize_light_weights
+    path = tmp_path_factory.mktemp("light") / "light_resnet50_random.onnx"
+    onnx.save(randomize_light_weights(load_light_model("resnet50"), seed=0), str(path))
+    return path
+
+
+@pytest.mark.slow  # compile for three targets and three interpreter runs: minutes on the 2-core dev machine
+@pytest.mark.parametrize("target", TARGETS)
+def test_light_resnet50_with_random_weights_on_the_simulated_device(light_resnet50, target):
+    r = CliRunner().invoke(main, ["verify", str(light_resnet50), "--bundle", str(light_resnet50.with_suffix("")),
+                                  "--target", ",".join(TARGETS), "--device", f"sim:{target}"])
+    assert r.exit_code == 0, r.output
