@@ -232,11 +232,23 @@ def opt_cmd(model: Path, passes: str, out_path: Path | None, precision: str, io_
             write_file_atomic(out_path, text)
 
 
+_DEVICE_HELP = ("cpu (the interpreter), cuda or cuda:N, or sim:TARGET[:N]: the CUDA path for one of the bundle's "
+                "targets (sm_90, gfx942, ...) simulated on CPU, its binaries' launch configs run by the interpreter.")
+_DEVICE_RE = r"cpu|cuda(:[0-9]+)?|sim:[A-Za-z0-9_]+(:[0-9]+)?"
+
+
+def _check_device(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    import re
+    if not re.fullmatch(_DEVICE_RE, value):
+        raise click.BadParameter(f"'{value}' is not cpu, cuda, cuda:N or sim:TARGET")
+    return value
+
+
 @main.command("run")
 @click.argument("bundle", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(dir_okay=False), help=".npz keyed by input name.")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help=".npz to write, keyed by output name.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, callback=_check_device, help=_DEVICE_HELP)
 @click.option("--hbm-budget", "hbm_budget", default=None,
               help="Cap the device memory the bundle holds (bytes, or a percentage of its footprint such as 50%): "
                    "weights beyond it stay in host memory and stream in as intent.json plans.")
@@ -266,7 +278,7 @@ def run_cmd(bundle: Path, inputs_path: str, output_path: str, device: str, hbm_b
               help="Bundle to check (compiled first if missing or out of date); default: a temporary one.")
 @click.option("--inputs", "inputs_path", type=click.Path(dir_okay=False), default=None,
               help=".npz of inputs (and optionally expected outputs 'out:<name>'); default: seeded random inputs.")
-@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, callback=_check_device, help=_DEVICE_HELP)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--rtol", type=float, default=None, help="Relative tolerance (default by dtype: f32 1e-3).")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance (default by dtype: f32 1e-5).")
@@ -289,7 +301,11 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
     with _diagnostics(as_json):
         with contextlib.ExitStack() as stack:
             out_dir = bundle or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-"))) / "b"
-            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else ["sm_80", "sm_90"], precision=precision,
+            default_targets = ["sm_80", "sm_90"]
+            sim_target = device.split(":")[1] if device.startswith("sim:") else None
+            if sim_target and sim_target not in default_targets:  # --device sim:gfx942 compiles for it too
+                default_targets.append(sim_target)
+            opts = mlcc.CompileOptions(targets=targets.split(",") if targets else default_targets, precision=precision,
                                        shapes=_parse_shapes(shapes))
             mlcc.compile(model, out_dir, options=opts)
             exe = mlcc.load(out_dir, device=device)

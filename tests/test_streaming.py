@@ -8,6 +8,7 @@ whose step intervals overlap share staging bytes.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -15,7 +16,9 @@ import pytest
 import mlcc
 from mlcc.runtime import BundleError
 from mlcc.bundle.memory import footprint, parse_budget
-from mlcc.runtime.streaming import plan_streaming
+from mlcc.runtime.device import StreamHazardError
+from mlcc.runtime.sim import SimDevice
+from mlcc.runtime.streaming import WeightStreamer, plan_streaming
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +95,70 @@ def test_streamed_run_on_cuda_matches(gpt2):
     got = mlcc.load(bundle, device="cuda", hbm_budget="50%").run(inputs)
     for name in full:
         np.testing.assert_array_equal(got[name], full[name])
+
+
+# ---- the CUDA path's streaming on the simulated device (sim:sm_90): copy stream, events, pinned host memory
+
+@pytest.fixture(scope="module")
+def gpt2_sm90(tmp_path_factory, shared_models):
+    out = tmp_path_factory.mktemp("stream-sim") / "gpt2_tiny"
+    mlcc.compile(shared_models / "gpt2_tiny.onnx", out, targets=["sm_90"])
+    z = np.load(shared_models / "gpt2_tiny.ref.npz")
+    return out, {k: z[k] for k in z.files if not k.startswith("out:")}
+
+
+@pytest.mark.parametrize("budget", ["80%", "50%"])
+def test_streamed_sim_run_is_bit_identical_to_the_unbudgeted_sim_run(gpt2_sm90, budget):
+    bundle, inputs = gpt2_sm90
+    full = mlcc.load(bundle, device="sim:sm_90").run(inputs)
+    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget=budget)
+    assert exe.streamer.plan.streamed and exe.streamer.copy_stream.name == "copy"
+    for _ in range(2):  # the pool (and the copy stream's events) are reused run after run
+        got = exe.run(inputs)
+        for name in full:
+            np.testing.assert_array_equal(got[name], full[name])
+
+
+def test_a_dropped_event_wait_is_a_hazard_naming_the_step_the_buffer_and_the_copy(gpt2_sm90, monkeypatch):
+    """The compute stream skips its waits at the first step that reads a streamed weight: the kernel would
+    read a staging slot its copy may not have filled yet."""
+    bundle, inputs = gpt2_sm90
+    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
+    step = min(exe.streamer.plan.uses)
+    weight = exe.streamer.plan.uses[step][0].weight
+    real_wait = WeightStreamer.wait_for_copy
+
+    def wait_for_copy(self, f):
+        if f.use != step:
+            real_wait(self, f)
+    monkeypatch.setattr(WeightStreamer, "wait_for_copy", wait_for_copy)
+    kernel = exe.records.schedule[step].kernel
+    with pytest.raises(StreamHazardError, match=re.escape(
+            f"sim:sm_90: step {step} ({kernel}) reads buffer '{weight}' before the compute stream waited for "
+            f"the event of the copy of '{weight}' for step {step} on stream 'copy'")):
+        exe.run(inputs)
+    monkeypatch.setattr(WeightStreamer, "wait_for_copy", real_wait)
+    exe.run(inputs)  # with the waits, the same executable runs
+
+
+def test_a_copy_that_does_not_wait_for_the_slots_last_reader_is_a_hazard(gpt2_sm90, monkeypatch):
+    """The copy stream skips its waits on the compute stream: a copy into a reused staging slot could
+    overwrite a weight an earlier step is still reading."""
+    bundle, inputs = gpt2_sm90
+    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
+    fetches = exe.streamer.plan.fetches
+    assert any(a.offset == b.offset and a.use < b.start for a in fetches for b in fetches)  # a slot is reused
+    device = exe.backend
+    real_wait = device.wait
+    monkeypatch.setattr(device, "wait", lambda stream, event: None if stream.name == "copy" else real_wait(stream, event))
+    with pytest.raises(StreamHazardError, match=r"copy of '.*' for step \d+ on stream 'copy' overwrites the bytes "
+                                                r"of buffer '.*' that step \d+ \(.*\) on stream 'compute' uses"):
+        exe.run(inputs)
+
+
+def test_streaming_from_pageable_host_memory_is_a_hazard(gpt2_sm90, monkeypatch):
+    bundle, inputs = gpt2_sm90
+    monkeypatch.setattr(SimDevice, "pin", lambda self, host: host)  # the weights are never pinned
+    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
+    with pytest.raises(StreamHazardError, match="reads pageable host memory"):
+        exe.run(inputs)

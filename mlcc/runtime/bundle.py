@@ -1,6 +1,8 @@
 """Load a bundle and run it. Reads only the bundle's files, through the format's records (mlcc/bundle):
 no compiler module is imported.
 
+One schedule loop (Executable.run) runs on a device (mlcc/runtime/device.py), which alone decides how
+memory is allocated, how copies and events order work, and how a kernel launches:
 CPU: the bundle's Triton kernels run under Triton's interpreter, with the
 interpreter launch configs the compiler chose (big tiles, few programs).
 CUDA: the bundle's binaries for the device's architecture are launched directly,
@@ -8,6 +10,8 @@ each with its own launch config and grid (a target's tiles may differ from the
 default "gpu" config the schedule's grid is for); a device whose architecture is
 not among the bundle's targets gets the bundled sources compiled by Triton on
 first use, with the default config.
+sim:TARGET: the CUDA path for TARGET's binaries, on host memory, with the interpreter at the bottom and
+the streams' ordering checked (mlcc/runtime/sim.py).
 """
 
 from __future__ import annotations
@@ -25,17 +29,30 @@ from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
 from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
 from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
 from mlcc.bundle.sizes import SizeError, eval_size
-from mlcc.runtime.cuda import load_binary, load_source
-from mlcc.runtime.interpreter import load_kernel
+from mlcc.runtime.cuda import CudaDevice
+from mlcc.runtime.device import Device, gpu_grid
+from mlcc.runtime.interpreter import CpuDevice
+from mlcc.runtime.sim import SimDevice, sim_targets
 from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming
 
 __all__ = ["BundleError", "Executable", "load"]
 
 
-def _as_bytes_tensor(arr: np.ndarray, device: str):
+def _host_bytes(arr: np.ndarray):
     import torch
     flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
-    return torch.from_numpy(flat.copy()).to(device)
+    return torch.from_numpy(flat.copy())
+
+
+def open_device(spec: str, kernels: list[KernelEntry]) -> Device:
+    """The device named ``spec``: cpu, cuda, cuda:N, sim:TARGET or sim:TARGET:N (TARGET one of the bundle's)."""
+    if spec == "cpu":
+        return CpuDevice()
+    if spec == "cuda" or spec.startswith("cuda:"):
+        return CudaDevice(spec)
+    if spec.startswith("sim:"):
+        return SimDevice(spec, sim_targets(kernels))
+    raise BundleError(f"unknown device '{spec}' (cpu, cuda, cuda:N or sim:TARGET)")
 
 
 def _typed(raw, dtype_name: str):
@@ -49,8 +66,14 @@ def _typed(raw, dtype_name: str):
 
 def _to_numpy(t, dtype: np.dtype) -> np.ndarray:
     import torch
-    raw = t.detach().to("cpu").contiguous().view(torch.uint8).numpy()
+    raw = t.contiguous().view(torch.uint8).numpy()
     return raw.view(dtype)
+
+
+def torch_bytes(path: Path):
+    """A file's bytes as a host uint8 tensor."""
+    import torch
+    return torch.from_numpy(np.fromfile(path, dtype=np.uint8))
 
 
 def read_manifest(path: Path) -> tuple[dict[str, Any], Manifest]:
@@ -76,36 +99,30 @@ class Executable:
     """A loaded bundle. ``run({input name: array}) -> {output name: array}``."""
 
     def __init__(self, path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> None:
-        import torch
-
         self.path = Path(path)
         self.manifest, m = read_manifest(self.path)  # the JSON (for callers), and the records this class reads
         self.records = m
-        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-            raise BundleError(f"unknown device '{device}' (cpu or cuda)")
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise BundleError("device 'cuda' requested but no CUDA device is available")
+        self.backend = open_device(device, m.kernels)
         self.device = device
-        weights_path = self.path / m.weights.file
-        self._arena = torch.zeros(max(m.memory_plan.arena_bytes, 1), dtype=torch.uint8, device=device)
-        self._static: dict[str, Any] = {}
-        self.streamer = None
-        if hbm_budget is None:
-            self._weights = _as_bytes_tensor(np.fromfile(weights_path, dtype=np.uint8), device)
-            for w in m.weights.tensors:
-                self._static[w.name] = self._view(self._weights, w.offset, w.bytes, w.spec.numpy_dtype)
-        else:
-            self._load_streaming(weights_path, hbm_budget)
-        for b in m.memory_plan.buffers:
-            self._static[b.name] = self._view(self._arena, b.offset, b.bytes, b.spec.numpy_dtype)
         self._kernels: dict[str, KernelEntry] = {k.name: k for k in m.kernels}
         self._fns: dict[str, Any] = {}
-        self._arch = self._device_arch() if device.startswith("cuda") else None
+        self._arch = self.backend.arch
+        self._static: dict[str, Any] = {}
+        self.streamer = None
+        with self.backend.guard():
+            self._arena = self.backend.alloc(m.memory_plan.arena_bytes, zero=True)
+            weights_path = self.path / m.weights.file
+            if hbm_budget is None:
+                self._weights = self.backend.upload(torch_bytes(weights_path))
+                for w in m.weights.tensors:
+                    self._static[w.name] = self._view(self._weights, w.offset, w.bytes, w.spec.numpy_dtype)
+            else:
+                self._load_streaming(weights_path, hbm_budget)
+            for b in m.memory_plan.buffers:
+                self._static[b.name] = self._view(self._arena, b.offset, b.bytes, b.spec.numpy_dtype)
 
     def _load_streaming(self, weights_path: Path, hbm_budget: int | str) -> None:
-        """Resident weights packed on the device, the rest in (pinned) host memory, streamed per intent.json."""
-        import torch
-
+        """Resident weights packed on the device, the rest in pinned host memory, streamed per intent.json."""
         m = self.manifest
         try:
             intent = json.loads((self.path / "intent.json").read_text())
@@ -114,11 +131,9 @@ class Executable:
             raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
         except (StreamingError, BudgetSpecError) as e:
             raise BundleError(f"{self.path}: {e}") from None
-        host = torch.from_numpy(np.fromfile(weights_path, dtype=np.uint8))
-        if self.device.startswith("cuda"):
-            host = host.pin_memory()
+        host = self.backend.pin(torch_bytes(weights_path))
         tensors = {w.name: w for w in self.records.weights.tensors}
-        resident = torch.empty(max(plan.resident_bytes, 1), dtype=torch.uint8, device=self.device)
+        resident = self.backend.alloc(plan.resident_bytes)
         offset = 0
         for name in plan.resident:
             w = tensors[name]
@@ -128,40 +143,22 @@ class Executable:
         self._weights = resident
         host_views = {n: self._view(host, tensors[n].offset, tensors[n].bytes, tensors[n].spec.numpy_dtype)
                       for n in plan.streamed}
-        self.streamer = WeightStreamer(plan, host_views, self.device)
+        self.streamer = WeightStreamer(plan, host_views, self.backend)
 
     @staticmethod
     def _view(base, offset: int, nbytes: int, dtype_name: str):
         return _typed(base[offset:offset + nbytes], dtype_name)
 
-    def _device_arch(self) -> str:
-        import torch
-        if getattr(torch.version, "hip", None):
-            return torch.cuda.get_device_properties(self.device).gcnArchName.split(":")[0]
-        major, minor = torch.cuda.get_device_capability(self.device)
-        return f"sm_{major}{minor}"
-
     # ---- kernels
     def _function(self, name: str) -> Any:
         fn = self._fns.get(name)
-        if fn is not None:
-            return fn
-        k = self._kernels[name]
-        source = self.path / k.source
-        if self.device == "cpu":
-            fn = load_kernel(source, name)
-        elif self._arch in k.binaries:
-            fn = load_binary(self.path, k, self._arch)
-        else:
-            fn = load_source(source, name)
-        self._fns[name] = fn
+        if fn is None:
+            fn = self._fns[name] = self.backend.load(self.path, self._kernels[name])
         return fn
 
     def _grid(self, kernel: KernelEntry, launch: Launch, env: Mapping[str, int]) -> tuple:
-        """The grid of the binary this device runs: its own config's where it has one, else the schedule's."""
-        binary = kernel.binaries.get(self._arch)
-        config = binary.config if binary is not None else None
-        return tuple(eval_size(g, env) for g in (config.grid if config else launch.grid))
+        """The grid of the binary a GPU of this executable's architecture runs (see device.gpu_grid)."""
+        return gpu_grid(kernel, self._arch, launch, env)
 
     # ---- running
     def _bind_symbols(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
@@ -212,35 +209,32 @@ class Executable:
         m = self.records
         arrays = self._check_inputs(inputs)
         env = self._bind_symbols(arrays)
-        buffers = dict(self._static)
-        for s in m.inputs:
-            phys = to_physical(arrays[s.name], s.spec.layout)
-            buffers[s.buffer] = _typed(_as_bytes_tensor(phys, self.device), s.spec.numpy_dtype)
-        out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
-        for s in m.outputs:
-            n = int(np.prod(out_dims[s.name], dtype=np.int64))
-            buffers[s.buffer] = torch.empty(n, dtype=torch_dtype(s.spec.numpy_dtype), device=self.device)
-        cpu = self.device == "cpu"
-        for step, launch in enumerate(m.schedule):
-            k = self._kernels[launch.kernel]
-            fn = self._function(launch.kernel)
-            if self.streamer is not None:
-                self.streamer.before_step(step, buffers)
-            args = [buffers[b] for b in launch.args] + [env[s] for s in launch.scalars]
-            if cpu:
-                cfg = k.interpreter
-                fn[tuple(eval_size(g, env) for g in cfg.grid)](*args, **cfg.constexprs)
-            else:
-                fn(self._grid(k, launch, env), args, k)
-            if self.streamer is not None:
-                self.streamer.after_step(step)
-        if not cpu:
-            torch.cuda.synchronize(self.device)
-        result = {}
-        for s in m.outputs:
-            flat = _to_numpy(buffers[s.buffer], numpy_dtype(s.spec.numpy_dtype))
-            # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
-            result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
+        device = self.backend
+        with device.guard():
+            buffers = dict(self._static)
+            for s in m.inputs:
+                phys = to_physical(arrays[s.name], s.spec.layout)
+                buffers[s.buffer] = _typed(device.upload(_host_bytes(phys)), s.spec.numpy_dtype)
+            out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
+            for s in m.outputs:
+                n = int(np.prod(out_dims[s.name], dtype=np.int64))
+                nbytes = n * torch.empty(0, dtype=torch_dtype(s.spec.numpy_dtype)).element_size()
+                buffers[s.buffer] = _typed(device.alloc(nbytes)[:nbytes], s.spec.numpy_dtype)
+            for step, launch in enumerate(m.schedule):
+                k = self._kernels[launch.kernel]
+                fn = self._function(launch.kernel)
+                if self.streamer is not None:
+                    self.streamer.before_step(step, buffers)
+                args = [buffers[b] for b in launch.args] + [env[s] for s in launch.scalars]
+                device.launch(step, launch, k, fn, args, env)
+                if self.streamer is not None:
+                    self.streamer.after_step(step)
+            device.synchronize()
+            result = {}
+            for s in m.outputs:
+                flat = _to_numpy(device.download(buffers[s.buffer]), numpy_dtype(s.spec.numpy_dtype))
+                # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
+                result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
         return result
 
     @property

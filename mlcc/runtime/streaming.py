@@ -9,9 +9,10 @@ behind compute under the device model). A copy for a use at step ``u`` starting 
 staging slot from ``s`` through ``u``; slots are packed into the pool by offset, so two copies share
 bytes only when their step intervals are disjoint.
 
-On CUDA the copies run on their own stream: a copy waits until every step before its start step has
-finished (so the slot's previous occupant, whose interval ended earlier, is no longer read), and the
-step that reads the weight waits for its copy. On CPU the same plan runs with synchronous copies.
+The copies run on their own stream: a copy waits until every step before its start step has finished
+(so the slot's previous occupant, whose interval ended earlier, is no longer read), and the step that
+reads the weight waits for its copy's event. On CUDA these are torch.cuda streams and events; the
+simulated device (``sim:TARGET``) checks that every read follows its copy; on CPU copies are synchronous.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from mlcc.bundle.layout import align
 from mlcc.bundle.memory import fixed_bytes
+from mlcc.runtime.device import Device, Event
 
 LOOKAHEADS = (1 << 30, 8, 4, 2, 1, 0)  # how many steps before its use a copy may start (the plan's, then fewer)
 
@@ -140,45 +142,35 @@ def plan_streaming(manifest: dict[str, Any], intent: dict[str, Any], budget: int
 
 
 class WeightStreamer:
-    """Executes a StreamPlan: host copies of the streamed weights, a device staging pool, and the copies."""
+    """Executes a StreamPlan on a device (mlcc/runtime/device.py): host copies of the streamed weights, a
+    device staging pool, a copy stream, and the events that order the copies and the steps."""
 
-    def __init__(self, plan: StreamPlan, host_views: dict[str, Any], device: str) -> None:
-        import torch
+    def __init__(self, plan: StreamPlan, host_views: dict[str, Any], device: Device) -> None:
         self.plan = plan
         self.device = device
-        self.cuda = device.startswith("cuda")
-        self.host = host_views  # weight name -> host tensor (pinned on CUDA)
-        self.pool = torch.empty(max(plan.pool_bytes, 1), dtype=torch.uint8, device=device)
+        self.host = host_views  # weight name -> host tensor (pinned)
+        self.pool = device.alloc(plan.pool_bytes)
         self.slots = {(f.weight, f.use): self.pool[f.offset:f.offset + f.nbytes].view(self.host[f.weight].dtype)
                       for f in plan.fetches}
-        if self.cuda:
-            self.copy_stream = torch.cuda.Stream(device=device)
-            self.step_done: dict[int, Any] = {}
-            self.copied: dict[tuple[str, int], Any] = {}
+        self.copy_stream = device.new_stream("copy")
+        self.step_done: dict[int, Event] = {}
+        self.copied: dict[tuple[str, int], Event] = {}
 
     def before_step(self, step: int, buffers: dict[str, Any]) -> None:
         """Issue the copies that start at ``step``, then bind (and wait for) the weights ``step`` reads."""
-        import torch
         for f in self.plan.starts.get(step, []):
-            slot = self.slots[(f.weight, f.use)]
-            if not self.cuda:
-                slot.copy_(self.host[f.weight])
-                continue
-            with torch.cuda.stream(self.copy_stream):
-                if step > 0:
-                    self.copy_stream.wait_event(self.step_done[step - 1])  # the slot's last reader has run
-                slot.copy_(self.host[f.weight], non_blocking=True)
-                done = torch.cuda.Event()
-                done.record(self.copy_stream)
-                self.copied[(f.weight, f.use)] = done
+            if step > 0:  # the slot's last reader has run
+                self.device.wait(self.copy_stream, self.step_done[step - 1])
+            label = f"copy of '{f.weight}' for step {f.use}"
+            self.copied[(f.weight, f.use)] = self.device.copy(self.slots[(f.weight, f.use)], self.host[f.weight],
+                                                              self.copy_stream, label)
         for f in self.plan.uses.get(step, []):
-            if self.cuda:
-                torch.cuda.current_stream(self.device).wait_event(self.copied.pop((f.weight, f.use)))
+            self.wait_for_copy(f)
             buffers[f.weight] = self.slots[(f.weight, f.use)]
 
+    def wait_for_copy(self, f: Fetch) -> None:
+        """The compute stream waits for the copy that fills ``f``'s slot."""
+        self.device.wait(self.device.compute_stream(), self.copied.pop((f.weight, f.use)))
+
     def after_step(self, step: int) -> None:
-        if self.cuda:
-            import torch
-            done = torch.cuda.Event()
-            done.record(torch.cuda.current_stream(self.device))
-            self.step_done[step] = done
+        self.step_done[step] = self.device.record(self.device.compute_stream(), f"step {step} done")
