@@ -18,8 +18,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import gpu_check  # noqa: E402
 
-# TODO(integrator): "cpu" stands in for the simulated CUDA device until the runtime has it; then "sim:sm_90".
-SIM_DEVICE = ["--device", "cpu", "--target", "sm_90"]
+SIM_DEVICE = ["--device", "sim:sm_90"]  # the CUDA path's launch configs and streaming, run under the interpreter
 
 
 def test_gpt2_builds_its_tensors_on_the_inputs_device():
