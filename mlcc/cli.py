@@ -439,16 +439,19 @@ def simulate_cmd(bundle: Path, budget: str, iterations: int, as_json: bool) -> N
               help="As for compile: the kernels tuned are those this precision gives.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
               help="Options file (default ./mlcc.yaml if present), as for compile.")
+@click.option("--device", default="cuda", show_default=True,
+              help="Where candidates run: cuda, cuda:N, or sim:TARGET (Triton's interpreter on CPU: checks the "
+                   "candidates, times mean nothing).")
 @click.option("--json", "as_json", is_flag=True, help="The measurements as JSON on stdout.")
 def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes: tuple[str, ...],
-             precision: str | None, config_path: str | None, as_json: bool) -> None:
-    """Time launch-config candidates of MODEL's matmul, convolution and attention kernels on this CUDA GPU
-    and merge the fastest into a tuning database (exit 69 without a CUDA device)."""
+             precision: str | None, config_path: str | None, device: str, as_json: bool) -> None:
+    """Time launch-config candidates of MODEL's matmul, convolution and attention kernels on a CUDA GPU
+    and merge the fastest into a tuning database (exit 69 without a CUDA device, unless --device sim:TARGET)."""
     from mlcc.emit.target.tune import tune_model
     with _diagnostics(as_json):
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, {"shapes": _parse_shapes(shapes) or None, "precision": precision}, cfg_file)
-        results = tune_model(model, db_path, options, target=target, repeat=repeat,
+        results = tune_model(model, db_path, options, target=target, repeat=repeat, device=device,
                              log=None if as_json else lambda line: click.echo(line, err=True))
         if as_json:
             click.echo(json.dumps({"ok": True, "db": db_path, "kernels": results}, sort_keys=True))

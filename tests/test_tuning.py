@@ -486,3 +486,25 @@ def test_the_cuda_runtime_launches_a_tuned_binary_with_its_own_grid(first, model
     got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)
     for name, ref in want.items():
         np.testing.assert_allclose(got[name], ref, rtol=1e-3, atol=1e-5)
+
+
+def test_tune_cli_on_the_simulated_device_writes_a_database_the_compile_uses(tmp_path, shared_models):
+    """`mlcc tune --device sim:sm_90` runs every candidate under the interpreter with sm_90's configs (times mean
+    nothing there) and writes entries that `compile --tuning-db --require-tuned` takes; the bundle built with
+    them still matches onnxruntime on sim:sm_90. Without a CUDA device, the default --device cuda is exit 69."""
+    model, db = shared_models / "mlp.onnx", tmp_path / "tuning.yaml"
+    proc = run_cli("tune", str(model), "--db", str(db), "--device", "sim:sm_90", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr
+    entries = yaml.safe_load(db.read_text())["kernels"]
+    assert entries and all(set(e["targets"]) == {"sm_90"} for e in entries.values())
+    mlcc.compile(model, tmp_path / "b", targets=["sm_90"], tuning_db=str(db), require_tuned=True, cache_dir="")
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert {b["config_from"] for k in manifest["kernels"] for b in k["binaries"].values()} >= {"tuning-db"}
+    exe = mlcc.load(tmp_path / "b", device="sim:sm_90")
+    feeds = random_inputs(manifest["inputs"], seed=3)
+    got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=1e-5)
+    import torch
+    if not torch.cuda.is_available():
+        assert run_cli("tune", str(model), "--db", str(tmp_path / "t2.yaml")).returncode == 69
