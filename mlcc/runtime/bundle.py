@@ -205,7 +205,6 @@ class Executable:
         return out
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        import torch
         m = self.records
         arrays = self._check_inputs(inputs)
         env = self._bind_symbols(arrays)
@@ -218,7 +217,7 @@ class Executable:
             out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
             for s in m.outputs:
                 n = int(np.prod(out_dims[s.name], dtype=np.int64))
-                nbytes = n * torch.empty(0, dtype=torch_dtype(s.spec.numpy_dtype)).element_size()
+                nbytes = n * numpy_dtype(s.spec.numpy_dtype).itemsize
                 buffers[s.buffer] = _typed(device.alloc(nbytes)[:nbytes], s.spec.numpy_dtype)
             for step, launch in enumerate(m.schedule):
                 k = self._kernels[launch.kernel]
