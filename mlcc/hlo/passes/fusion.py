@@ -90,6 +90,11 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
     return _from_indices(inst)
 
 
+def _stored(inst: Instruction, ranges: Ranges) -> bool:
+    """inst is computed by a kernel and written to memory unless a fusion takes it in."""
+    return inst.opcode not in NO_KERNEL and not _cheap(inst, ranges)
+
+
 INDEX_OPS = ELEMENTWISE_OPS | ops_with("reindex")
 
 
@@ -203,6 +208,7 @@ class Fusion(Pass):
         self.kinds = kinds  # the fusion kinds the backend has kernels for
         self.explanations: list[str] = []
         self.ranges: Ranges = {}
+        self.copies: dict[int, list[Group]] = {}  # a cheap producer -> the groups it was duplicated into
 
     def run(self, module: Module) -> bool:
         self.ranges = module.symbols  # sizes decide what is cheap: symbolic ones at the top of their range
@@ -210,6 +216,7 @@ class Fusion(Pass):
         if module.analyses.unfused is None:  # the compiler records it right after import
             module.analyses.unfused = unfused_stats(module)
         self.explanations = []
+        self.copies = {}
         groups = self._form_groups(comp)
         changed = False
         for g in groups:
@@ -231,6 +238,8 @@ class Fusion(Pass):
             if inst.opcode in NO_KERNEL or inst.shape.is_tuple:
                 continue
             group = owner.get(id(inst))
+            if group is None and self._duplicated_everywhere(inst, outputs):
+                continue  # its consumers compute it; its operands root groups of their own
             if group is None:
                 kind = _kind_of(inst)
                 if kind is None or inst.opcode == "bitcast":  # a bitcast is a view: it joins fusions, never roots one
@@ -325,9 +334,11 @@ class Fusion(Pass):
             return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
         group.kind, group.heavy, group.second, group.norm = new_kind, heavy, second, norm
         group.members.append(p)
-        if users_inside and not _cheap(p, self.ranges):  # cheap producers stay free to be duplicated into other fusions
-            owner[id(p)] = group
+        if users_inside and (not _cheap(p, self.ranges) or any(_stored(q, self.ranges) for q in p.operands)):
+            owner[id(p)] = group  # cheap producers stay free to be duplicated, unless this group is their only user
+            # and reads an operand that would have to be stored for them (the u8 of a Q -> DQ pair)
         else:  # a duplicated producer is never visited for this group: consider its operands now
+            self.copies.setdefault(id(p), []).append(group)
             for q in p.operands:
                 if group.contains(q) or (q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs)):
                     continue
@@ -336,6 +347,14 @@ class Fusion(Pass):
                     if reason is not None and id(p) in group.cone:
                         self._explain(q, p, reason)
         return None
+
+    def _duplicated_everywhere(self, inst: Instruction, outputs: set[int]) -> bool:
+        """inst is a cheap producer every consumer of which computes it in its own fusion: rooting a group at
+        it would build a fusion that no one calls once those consumers are materialized."""
+        groups = self.copies.get(id(inst))
+        if not groups or id(inst) in outputs:
+            return False
+        return all(any(g.contains(u) for g in groups) for u in inst.users)
 
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
         self.explanations.append(f"%{producer.name} -> %{consumer.name}: {reason}")
