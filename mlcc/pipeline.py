@@ -26,6 +26,7 @@ from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitca
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
 from mlcc.hlo.passes.precision import ReducedPrecision
+from mlcc.hlo.passes.quantized_dot import FoldFakeQuant, QuantizedContraction
 from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule
 from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
@@ -54,7 +55,8 @@ STEPS = (
 def phases(precision: str = "fp32", io_layout: str = "row-major") -> list[Phase]:
     """The phases in order, configured by the compile options that change what they do."""
     return [
-        Phase("simplify", [cleanup(), BatchNormFolding()]),
+        # before cleanup folds dequantized weights into float constants
+        Phase("simplify", [QuantizedContraction(), FoldFakeQuant(), cleanup(), BatchNormFolding()]),
         Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
         Phase("precision", [ReducedPrecision(precision)]),
         Phase("layouts", [KvCacheAnalysis(), LayoutAssignment(io_layout), TransposeToBitcast(), ReshapeToBitcast(),

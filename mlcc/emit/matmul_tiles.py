@@ -21,10 +21,16 @@ from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES
 
-DOT_DTYPES = ("f16", "bf16", "f32", "f64")   # tl.dot on these; integers take the multiply-and-sum path
+DOT_DTYPES = ("f16", "bf16", "f32", "f64", "s8", "u8")  # tl.dot on these; wider integers multiply and sum
 HALF = ("f16", "bf16")
+INT8 = ("s8", "u8")      # int32 accumulation on the integer tensor cores, half-sized tiles
 GROUP_M = 8
 MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
+MIN_INT8_K = 32          # and a K tile of 32 for 8-bit integers (IMMA's k32)
+
+
+def _min_k(dtype: str) -> int:
+    return MIN_INT8_K if dtype in INT8 else MIN_DOT_TILE
 
 
 def uses_tl_dot(dtype: str) -> bool:
@@ -83,10 +89,10 @@ def _interpreter_tiles(p: dict) -> tuple[dict[str, int], int, int]:
     m, n, k = p["m"], p["n"], p["k"]
     if p["whole_rows"]:
         bn = max(MIN_DOT_TILE, next_pow2(n))
-        bk = clamp_pow2(k, 16, 256)
+        bk = clamp_pow2(k, _min_k(p["dtype"]), 256)
         bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
     elif uses_tl_dot(p["dtype"]):
-        bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, 16, 256)
+        bn, bk = clamp_pow2(n, 16, 256), clamp_pow2(k, _min_k(p["dtype"]), 256)
         bm = clamp_pow2(m, 16, max(256, (1 << 18) // max(bn, bk)))
     else:
         bm, bn, bk = _product_tiles(m, n, k, 64, 1 << 18)
@@ -110,19 +116,19 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
     if not uses_tl_dot(dtype):
         bm, bn, bk = _product_tiles(m, n, k, 32, 8192)
         return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
-    half = dtype in HALF
+    half = dtype in HALF + INT8
     if p["whole_rows"]:
         bn = max(MIN_DOT_TILE, next_pow2(n))
-        bk = clamp_pow2(k, 16, 64 if half else 32)
+        bk = clamp_pow2(k, _min_k(dtype), 64 if half else 32)
         bm = clamp_pow2(m, 16, max(MIN_DOT_TILE, (128 * 128 if half else 64 * 64) // bn))
     else:
         cap_m, cap_n, cap_k = target.half_tile if half else target.float_tile
-        bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, 16, cap_k)
+        bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, _min_k(dtype), cap_k)
         bm, bn = _fill_device(m, n, p["batch"], bm, bn, target)
     stages = target.matmul_stages
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and stages > 1:
         stages -= 1
-    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > MIN_DOT_TILE:
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > _min_k(dtype):
         bk //= 2
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bm > MIN_DOT_TILE:
         bm //= 2
@@ -190,10 +196,10 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
         bn = max(MIN_DOT_TILE, next_pow2(n))
         shapes = [(bm, bn, bk) for bm in (16, 32, 64, 128) for bk in (16, 32, 64)]
     else:
-        shapes = list(_HALF_CANDIDATES if dtype in HALF else _FLOAT_CANDIDATES)
+        shapes = list(_HALF_CANDIDATES if dtype in HALF + INT8 else _FLOAT_CANDIDATES)
     configs = []
     for bm, bn, bk in shapes:
-        bm, bk = clamp_pow2(m, 16, bm), clamp_pow2(k, 16, bk)
+        bm, bk = clamp_pow2(m, 16, bm), clamp_pow2(k, _min_k(dtype), max(bk, _min_k(dtype)))
         if not problem["whole_rows"]:
             bn = clamp_pow2(n, 16, bn)
         tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
@@ -207,8 +213,9 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
 
 def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
-        if not is_pow2(tiles[name]) or tiles[name] < MIN_DOT_TILE:
-            return f"{name} must be a power of two >= {MIN_DOT_TILE} (tl.dot), not {tiles[name]}"
+        least = _min_k(problem["dtype"]) if name == "BLOCK_K" else MIN_DOT_TILE
+        if not is_pow2(tiles[name]) or tiles[name] < least:
+            return f"{name} must be a power of two >= {least} (tl.dot), not {tiles[name]}"
     if tiles["GROUP_M"] < 1:
         return f"GROUP_M must be at least 1, not {tiles['GROUP_M']}"
     if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:

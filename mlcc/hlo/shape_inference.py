@@ -360,6 +360,19 @@ def _cumsum(opcode, ops, attrs, given):
     return Shape(x.dtype, x.dims)
 
 
+INT8 = ("s8", "u8")
+
+
+def _contraction_dtype(opcode: str, lhs: str, rhs: str, given: Shape | None) -> str:
+    """The result type of a dot or convolution: the operands' (or the one given), or for 8-bit integer
+    operands, signed or unsigned each, an s32 accumulation (a quantized contraction, exact in 32 bits)."""
+    if lhs in INT8 and rhs in INT8 and given is not None and given.dtype == "s32":
+        return "s32"
+    if lhs != rhs:
+        raise ShapeError(f"{opcode}: dtypes {lhs} and {rhs} differ")
+    return given.dtype if given is not None else lhs
+
+
 def _dot(opcode, ops, attrs, given):
     a, b = ops
     lb, lc = list(attrs["lhs_batch_dims"]), list(attrs["lhs_contracting_dims"])
@@ -369,11 +382,9 @@ def _dot(opcode, ops, attrs, given):
     for i, j in zip(lb + lc, rb + rc):
         if a.dims[i] != b.dims[j]:
             raise ShapeError(f"dot: lhs dim {i} ({a.dims[i]}) != rhs dim {j} ({b.dims[j]})")
-    if a.dtype != b.dtype:
-        raise ShapeError(f"dot: dtypes {a.dtype} and {b.dtype} differ")
+    dtype = _contraction_dtype("dot", a.dtype, b.dtype, given)
     lf = [d for i, d in enumerate(a.dims) if i not in lb + lc]
     rf = [d for i, d in enumerate(b.dims) if i not in rb + rc]
-    dtype = given.dtype if given is not None else a.dtype
     return Shape(dtype, tuple(a.dims[i] for i in lb) + tuple(lf) + tuple(rf))
 
 
@@ -397,7 +408,8 @@ def _convolution(opcode, ops, attrs, given):
     dims[out.index("f")] = w.dims[rhs.index("o")]
     for k in range(n):
         dims[out.index(str(k))] = spatial[k]
-    return Shape(x.dtype, tuple(dims))
+    quantized = x.dtype in INT8 and w.dtype in INT8 and given is not None and given.dtype == "s32"
+    return Shape("s32" if quantized else x.dtype, tuple(dims))
 
 
 def _same_as_first(opcode, ops, attrs, given):

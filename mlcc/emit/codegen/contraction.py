@@ -39,7 +39,7 @@ from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, 
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
-from mlcc.emit.matmul_tiles import HALF, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
+from mlcc.emit.matmul_tiles import HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.opcodes import ops_with
@@ -50,12 +50,16 @@ CONTRACTIONS = ops_with("contraction")
 
 
 def _acc_dtype(dtype: str) -> str:
+    if dtype in INT8:
+        return "s32"  # 8-bit integers (quantized contractions) accumulate in int32 on the tensor cores
     return "f32" if dtype in HALF else accumulator_dtype(dtype)
 
 
-def _precision(dtype: str) -> dict:
+def _precision(dtype: str, rhs: str | None = None) -> dict:
+    rhs = dtype if rhs is None else rhs
+    int8 = {"shift_a": dtype == "u8", "shift_b": rhs == "u8"} if dtype in INT8 and rhs in INT8 else None
     return {"use_dot": uses_tl_dot(dtype), "ieee": dtype in ("f32", "f64"), "bf16_dot": dtype == "bf16",
-            "acc_type": tl_type(_acc_dtype(dtype))}
+            "int8_dot": int8, "acc_type": tl_type(_acc_dtype(dtype))}
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, **io.template_args(),
-                    **_precision(lhs.dtype))
+                    **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
@@ -330,7 +334,7 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
                       interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True, ranges=io.ranges),
                       flops=flops,
                       scalars=io.symbols(), body_ir=sections_ir(epilogue=fused))
-    source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype))
+    source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype, w.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
                   gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False, ranges=io.ranges),

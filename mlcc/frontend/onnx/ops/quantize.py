@@ -27,7 +27,7 @@ def _per_axis(b: Builder, node: OnnxNode, v: Instruction, x: Instruction, what: 
     return broadcast_in_dims(b, v, dims, [axis])
 
 
-@onnx_op("DequantizeLinear", since=10)
+@onnx_op("DequantizeLinear", since=10, fold=False)  # quantized weights stay quantized: see passes/quantized_dot.py
 def import_dequantize_linear(b: Builder, node: OnnxNode) -> list[Result]:
     x = node.input(0)
     if x.shape.dtype not in INT_DTYPES:
