@@ -13,6 +13,7 @@ from mlcc.frontend.onnx.ops import linalg  # noqa: F401
 from mlcc.frontend.onnx.ops import loss  # noqa: F401
 from mlcc.frontend.onnx.ops import movement  # noqa: F401
 from mlcc.frontend.onnx.ops import normalization  # noqa: F401
+from mlcc.frontend.onnx.ops import qlinear  # noqa: F401
 from mlcc.frontend.onnx.ops import quantize  # noqa: F401
 from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
 from mlcc.frontend.onnx.ops import reduce  # noqa: F401
