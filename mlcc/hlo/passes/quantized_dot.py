@@ -247,6 +247,7 @@ def _quantized_convolution(rw: Rewriter, m: Match) -> Instruction | None:
 class QuantizedContraction(RewritePass):
     def __init__(self) -> None:
         super().__init__("quantized-contraction", [
+            REQUANTIZE,
             Rule("quantized-dot", op("dot", var("x"), var("w")), _quantized_dot),
             Rule("quantized-convolution", op("convolution", var("x"), var("w")), _quantized_convolution),
         ])
@@ -291,3 +292,60 @@ def _fake_quant(rw: Rewriter, m: Match) -> Instruction | None:
 class FoldFakeQuant(RewritePass):
     def __init__(self) -> None:
         super().__init__("fold-fake-quant", [Rule("fake-quant", op("convert", var("q")), _fake_quant)])
+
+
+# ---------------------------------------------------------------- ops that commute with quantization
+
+def _value_of(inst: Instruction, module: Module):
+    while inst.opcode == "convert" and _exact_convert(inst):
+        inst = inst.operands[0]
+    return scalar_value(inst, module)
+
+
+def _quantized_parts(root: Instruction, module: Module) -> tuple[Instruction, object, object] | None:
+    """(v, scale, zero) when root = convert_int(clamp(lo, round(v / scale) + zero, hi)) with the type's bounds."""
+    if root.opcode != "convert" or root.shape.dtype not in INT8 or root.operands[0].opcode != "clamp":
+        return None
+    lo, mid, hi = root.operands[0].operands
+    info = np.iinfo(numpy_dtype(root.shape.dtype))
+    if scalar_value(lo, module) != info.min or scalar_value(hi, module) != info.max:
+        return None
+    zero = 0
+    if mid.opcode == "add":
+        mid, z = mid.operands
+        zero = _value_of(z, module)
+    if mid.opcode != "round-nearest-even" or mid.operands[0].opcode != "divide":
+        return None
+    v, s = mid.operands[0].operands
+    return v, _value_of(s, module), zero
+
+
+MONOTONE = {"reduce-window": ("maximum", "minimum")}
+COMMUTING_VIEWS = ("reshape", "transpose", "bitcast", "copy", "broadcast", "slice")
+
+
+def _requantize_same(rw: Rewriter, m: Match) -> Instruction | None:
+    """quantize(f(dequantize(q))) with the same scale and zero point -> f(q), for f a chain of views or a max
+    or min pool: they pick elements without arithmetic, and quantize(dequantize(q)) == q exactly."""
+    parts = _quantized_parts(m.root, rw.module)
+    if parts is None:
+        return None
+    v, scale, zero = parts
+    chain = []
+    while v.opcode in COMMUTING_VIEWS or v.attrs.get("kind") in MONOTONE.get(v.opcode, ()):
+        chain.append(v)
+        v = v.operands[0]
+    dq = dequantized(v)
+    if not chain or dq is None or dq.q.shape.dtype != m.root.shape.dtype or scale is None or zero is None:
+        return None
+    if dq.scale is None or _value_of(dq.scale, rw.module) != scale or not isinstance(scale, float) or scale <= 0:
+        return None
+    if (_value_of(dq.zero, rw.module) if dq.zero is not None else 0) != zero:
+        return None
+    x = dq.q
+    for inst in reversed(chain):
+        x = rw.op(inst.opcode, [x, *inst.operands[1:]], Shape(x.shape.dtype, tuple(inst.shape.dims)), **inst.attrs)
+    return x
+
+
+REQUANTIZE = Rule("requantize-same", op("convert", var("v")), _requantize_same)
