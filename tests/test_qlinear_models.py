@@ -1,0 +1,109 @@
+"""The int8 models of tests/data/models/quant (tools/make_quant_models.py) compiled and run on CPU.
+
+References: onnxruntime with graph optimizations off runs the QDQ graph literally (each QuantizeLinear and
+DequantizeLinear as written, float ops between), which is what the model means: mlcc must match it within one
+quantization step of the output. onnxruntime's default (optimized) session fuses QDQ groups into its own
+integer kernels that requantize with fixed-point multipliers; a one-step difference in one of the encoder's
+~40 intermediate quantized tensors goes through two LayerNorms, so against that reference the QDQ encoder is
+held to 6 output steps (measured: 4), the others to one step. QOperator and dynamic models end in float ops:
+within 1e-4 of onnxruntime (their last quantized value dequantizes with an f32 scale; what remains is f32
+rounding in LayerNorm).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+import mlcc
+
+QUANT = Path(__file__).parent / "data" / "models" / "quant"
+MODELS = ["cnn", "cnn_qdq", "cnn_qop", "encoder", "encoder_qdq", "encoder_qop", "encoder_dyn"]
+STEPS_VS_OPTIMIZED_ORT = {"encoder_qdq": 6}
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quant")
+    return {n: mlcc.compile(QUANT / f"{n}.onnx", out / n, targets=[]) for n in MODELS}
+
+
+def _output_step(name: str) -> float | None:
+    """The scale of the DequantizeLinear that makes the output, if one does."""
+    model = onnx.load(QUANT / f"{name}.onnx")
+    last = next(n for n in model.graph.node if "y" in n.output)
+    if last.op_type != "DequantizeLinear":
+        return None
+    return float(next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == last.input[1]))
+
+
+def _literal_ort(name: str, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(QUANT / f"{name}.onnx"), opts, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("name", [n for n in MODELS if "_" in n])
+def test_quantized_model_matches_onnxruntime_on_cpu(bundles, name):
+    ref = np.load(QUANT / f"{name}.ref.npz")
+    got = mlcc.load(bundles[name].out_dir, device="cpu").run({"x": ref["x"]})["y"]
+    step = _output_step(name)
+    if step is None:
+        np.testing.assert_allclose(got, ref["out:y"], atol=1e-4, rtol=1e-4)
+        return
+    assert np.abs(got - _literal_ort(name, ref["x"])).max() <= step * 1.001
+    assert np.abs(got - ref["out:y"]).max() <= STEPS_VS_OPTIMIZED_ORT.get(name, 1) * step * 1.001
+
+
+@pytest.mark.parametrize("name", [n for n in MODELS if "_" in n])
+def test_every_contraction_of_a_quantized_model_is_int8(bundles, name):
+    # the attention score and context matmuls of the QDQ/QOperator encoder multiply two activations with
+    # nonzero zero points (asymmetric u8 x u8): they stay float; every weight contraction is int8 -> s32
+    hlo = (bundles[name].out_dir / "model.hlo").read_text()
+    int8 = [line for line in hlo.splitlines() if " dot(" in line or " convolution(" in line]
+    weights = [line for line in int8 if "s32[" in line.split("=")[1].split("(")[0]]
+    expected = {"cnn": 5, "encoder": 12}[name.split("_")[0]]
+    assert len(weights) == expected
+    assert all(" s32[" in f" {line.split('=')[1]}" for line in weights)
+
+
+def _weight_bytes(bundle, dtype: str | None = None) -> int:
+    tensors = json.loads((bundle.out_dir / "manifest.json").read_text())["weights"]["tensors"]
+    return sum(t["bytes"] for t in tensors if dtype is None or t["dtype"] == dtype)
+
+
+def test_quantized_weights_stay_int8_in_the_bundle(bundles):
+    # the float encoder's weights are f32; the quantized ones are stored as s8 (plus per-channel scales)
+    for name in ("encoder_qdq", "encoder_qop", "encoder_dyn"):
+        assert _weight_bytes(bundles[name], "s8") >= 0.24 * _weight_bytes(bundles["encoder"], "f32"), name
+        assert _weight_bytes(bundles[name]) <= 0.35 * _weight_bytes(bundles["encoder"]), name
+
+
+def _launches(bundle) -> int:
+    return len(json.loads((bundle.out_dir / "manifest.json").read_text())["schedule"])
+
+
+def test_the_qdq_cnn_runs_in_at_most_1_3x_the_float_cnns_launches(bundles):
+    assert _launches(bundles["cnn_qdq"]) <= 1.3 * _launches(bundles["cnn"])
+    assert _launches(bundles["cnn_qop"]) <= 1.3 * _launches(bundles["cnn"])
+
+
+def test_the_qdq_encoder_launches_stay_bounded(bundles):
+    # issue 18's bar is 1.5x the float encoder; this checks what fusion reaches today (2.5x; 51.6x before the
+    # fake-quant folding and the Q -> DQ fusion fix): see BENCHMARKS.md for what the remaining launches are
+    assert _launches(bundles["encoder_qdq"]) <= 2.5 * _launches(bundles["encoder"])
+    assert _launches(bundles["encoder_qop"]) <= 2.5 * _launches(bundles["encoder"])
+
+
+@pytest.mark.slow
+def test_quantized_models_compile_for_sm_80_and_sm_90(tmp_path):
+    for name in ("cnn_qdq", "encoder_qdq"):
+        r = mlcc.compile(QUANT / f"{name}.onnx", tmp_path / name, targets=["sm_80", "sm_90"])
+        assert {t for k in r.manifest["kernels"].values() for t in k["binaries"]} >= {"sm_80", "sm_90"}
