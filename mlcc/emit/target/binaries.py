@@ -375,6 +375,7 @@ def read_binary(path: Path, target: Target, function: str, metadata: dict[str, A
             facts.spill_loads = sum(local_bytes(m) for o, m in ops if o == "LDL")
             facts.wgmma = sum(1 for o, _ in ops if o in WGMMA_OPCODES)
             facts.mma = sum(1 for o, _ in ops if o in MMA_OPCODES)
+            facts.extra["matrix_opcodes"] = sorted({o for o, _ in ops if o in WGMMA_OPCODES + MMA_OPCODES})
         return facts
     meta = hsaco_kernel(hsaco_metadata(sections), function)
     vgpr_spill = int(meta.get(".vgpr_spill_count", 0))
