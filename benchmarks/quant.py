@@ -1,0 +1,87 @@
+"""The int8 models of tests/data/models/quant: launches, modeled bytes, bundle size and error, per model.
+
+    python benchmarks/quant.py [--json out.json]
+
+Each model (and its float original) is compiled with `--target none` and run on CPU under Triton's
+interpreter on the input stored beside it. Columns:
+- launches: `len(manifest["schedule"])`, and the ratio to the float model's launches;
+- ORT nodes: the nodes onnxruntime leaves after ORT_ENABLE_ALL (its QDQ fusions included);
+- bytes: the manifest's modeled global-memory traffic per inference (each kernel reads its inputs and
+  writes its outputs once), and the ratio to the float model's;
+- bundle: bytes of the bundle directory (kernels, weights.bin, manifest), and weights.bin alone;
+- err ORT: max |mlcc - onnxruntime (default session)|; err literal: against onnxruntime with graph
+  optimizations off (each Q/DQ run as written); err float: against the float model in onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+import mlcc
+
+ROOT = Path(__file__).resolve().parent.parent
+QUANT = ROOT / "tests" / "data" / "models" / "quant"
+MODELS = ["cnn_qdq", "cnn_qop", "encoder_qdq", "encoder_qop", "encoder_dyn"]
+
+
+def ort_run(path: Path, x: np.ndarray, level: ort.GraphOptimizationLevel) -> np.ndarray:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = level
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def ort_nodes(path: Path) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3  # not the warning that the saved model is specific to this machine
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+        ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        return len(onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
+
+
+def measure(name: str, out: Path) -> dict:
+    path = QUANT / f"{name}.onnx"
+    r = mlcc.compile(path, out / name, targets=[], cache_dir="", force=True)
+    m = r.manifest
+    x = np.load(QUANT / f"{name}.ref.npz")["x"]
+    got = mlcc.load(r.out_dir, device="cpu").run({"x": x})["y"]
+    size = sum(p.stat().st_size for p in r.out_dir.rglob("*") if p.is_file())
+    row = {"model": name, "launches": len(m["schedule"]), "ort_nodes": ort_nodes(path), "bytes": m["stats"]["bytes"],
+           "bundle_bytes": size, "weights_bytes": (r.out_dir / "weights.bin").stat().st_size}
+    if "_" in name:
+        float_path = QUANT / f"{name.split('_')[0]}.onnx"
+        row["err_ort"] = float(np.abs(got - ort_run(path, x, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)).max())
+        row["err_literal"] = float(np.abs(got - ort_run(path, x, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)).max())
+        row["err_float"] = float(np.abs(got - ort_run(float_path, x, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)).max())
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = {n: measure(n, Path(tmp)) for n in ["cnn", "encoder"] + MODELS}
+    print("| model | launches | vs float | ORT nodes | bytes | vs float | bundle | weights.bin | err ORT | "
+          "err literal QDQ | err float |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in rows.items():
+        f = rows[name.split("_")[0]]
+        errs = [f"{r[k]:.2g}" for k in ("err_ort", "err_literal", "err_float")] if "err_ort" in r else ["-"] * 3
+        print(f"| {name} | {r['launches']} | {r['launches'] / f['launches']:.2f}x | {r['ort_nodes']} | {r['bytes']:,} | "
+              f"{r['bytes'] / f['bytes']:.2f}x | {r['bundle_bytes']:,} | {r['weights_bytes']:,} | {' | '.join(errs)} |")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
