@@ -69,7 +69,9 @@ def test_every_contraction_of_a_quantized_model_is_int8(bundles, name):
     hlo = (bundles[name].out_dir / "model.hlo").read_text()
     int8 = [line for line in hlo.splitlines() if " dot(" in line or " convolution(" in line]
     weights = [line for line in int8 if "s32[" in line.split("=")[1].split("(")[0]]
-    expected = {"cnn": 5, "encoder": 12}[name.split("_")[0]]
+    # per encoder layer: the q, k and v projections (one dot: siblings reading the same activation merge), the
+    # attention output projection and the two FFN matmuls; the CNN's 4 convolutions and its Gemm
+    expected = {"cnn": 5, "encoder": 8}[name.split("_")[0]]
     assert len(weights) == expected
     assert all(" s32[" in f" {line.split('=')[1]}" for line in weights)
 
@@ -96,10 +98,10 @@ def test_the_qdq_cnn_runs_in_at_most_1_3x_the_float_cnns_launches(bundles):
 
 
 def test_the_qdq_encoder_launches_stay_bounded(bundles):
-    # issue 18's bar is 1.5x the float encoder; this checks what fusion reaches today (2.5x; 51.6x before the
+    # issue 18's bar is 1.5x the float encoder; this checks what fusion reaches today (2.1x; 51.6x before the
     # fake-quant folding and the Q -> DQ fusion fix): see BENCHMARKS.md for what the remaining launches are
-    assert _launches(bundles["encoder_qdq"]) <= 2.5 * _launches(bundles["encoder"])
-    assert _launches(bundles["encoder_qop"]) <= 2.5 * _launches(bundles["encoder"])
+    assert _launches(bundles["encoder_qdq"]) <= 2.1 * _launches(bundles["encoder"])
+    assert _launches(bundles["encoder_qop"]) <= 2.1 * _launches(bundles["encoder"])
 
 
 @pytest.mark.slow

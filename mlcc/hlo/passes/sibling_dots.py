@@ -69,9 +69,9 @@ class MergeSiblingDots(Pass):
             if x.parent is not comp or x.shape.is_tuple:
                 continue
             dots = [u for u in x.users if _sibling(u, x)]
-            dtypes = {d.shape.dtype for d in dots} | {d.operands[1].shape.dtype for d in dots}
-            if len(dots) < 2 or len(dtypes) != 1:
-                continue
+            results, operands = {d.shape.dtype for d in dots}, {d.operands[1].shape.dtype for d in dots}
+            if len(dots) < 2 or len(results) != 1 or len(operands) != 1:
+                continue  # (an int8 dot's s8 weights and s32 result differ: quantized siblings merge too)
             weights = [_weight(d.operands[1], module) for d in dots]
             if any(w is None for w in weights):
                 continue
@@ -91,7 +91,7 @@ class MergeSiblingDots(Pass):
         anchor = comp.instructions[last + 1] if last + 1 < len(comp.instructions) else comp.root
         origin = tuple(dict.fromkeys(o for d in dots for o in d.origin))
         wc = comp.insert_before(anchor, Instruction(comp.unique_name("merged_weights"), "constant",
-                                                    Shape(dtype, w.shape), attrs={"ref": key}))
+                                                    Shape(dots[0].operands[1].shape.dtype, w.shape), attrs={"ref": key}))
         dims = tuple(x.shape.dims[:-1]) + (int(w.shape[1]),)
         merged = comp.insert_before(anchor, Instruction(comp.unique_name(dots[0].name), "dot", Shape(dtype, dims),
                                                         [x, wc], dict(dots[0].attrs), origin=origin))
