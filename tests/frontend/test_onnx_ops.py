@@ -386,7 +386,9 @@ def test_op_matches_onnxruntime(case: Case) -> None:
     check_case(case)
 
 
-FOLDABLE = [c for c in CASES if c.op not in ("Dropout",) or c.outputs == 1]
+# DequantizeLinear of known inputs stays a dequantize at import: quantized weights stay int8, and the
+# quantized-contraction pass reads them as they are (a dequantize no contraction takes folds in the pipeline)
+FOLDABLE = [c for c in CASES if (c.op not in ("Dropout",) or c.outputs == 1) and c.op != "DequantizeLinear"]
 
 
 @pytest.mark.parametrize("case", FOLDABLE, ids=[c.id for c in FOLDABLE])
