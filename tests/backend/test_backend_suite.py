@@ -39,6 +39,9 @@ EXPECTED_FAILURES_FILE = Path(__file__).with_name("expected_failures.yaml")
 # case name -> the onnx.backend.test.case.node module that generates it (only these are imported)
 SUBSET = {
     "test_abs": "abs",
+    "test_dynamicquantizelinear": "dynamicquantizelinear",
+    "test_matmulinteger": "matmulinteger",
+    "test_qlinearmatmul_2D_uint8_float32": "qlinearmatmul",
     "test_acos_example": "acos",
     "test_add_int8": "add",
     "test_and3d": "and_",
