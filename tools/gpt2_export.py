@@ -136,17 +136,30 @@ def _export(model: nn.Module, path: str, layers: int, heads: int, d: int, vocab:
                           output_names=outputs, do_constant_folding=True, dynamic_axes=axes)
 
 
+def _all_tensors(graph: onnx.GraphProto):
+    """Initializers and tensor attributes (Constant nodes' values), subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+            yield from a.tensors
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                yield from _all_tensors(g)
+
+
 def gather_external_data(path: Path) -> None:
     """Move the weights the exporter wrote as one file per tensor (a model over 2 GB) into ``path`` with
     suffix .data, one tensor at a time, and point the model at it; a model without external data is left
     as it is."""
     model = onnx.load(str(path), load_external_data=False)
-    external = [t for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL]
+    external = [t for t in _all_tensors(model.graph) if t.data_location == TensorProto.EXTERNAL]
     if not external:
         return
     data = path.with_suffix(".data")
-    moved: list[Path] = []
-    with open(data, "wb") as out:
+    partial = path.with_suffix(".data.partial")  # the old .data may be one of the sources
+    sources: set[Path] = set()
+    with open(partial, "wb") as out:
         for t in external:
             info = {e.key: e.value for e in t.external_data}
             source = path.parent / info["location"]
@@ -156,16 +169,19 @@ def gather_external_data(path: Path) -> None:
                 length = int(info["length"]) if "length" in info else source.stat().st_size - offset
                 out.write(b"\0" * (-out.tell() % DATA_ALIGNMENT))
                 start = out.tell()
-                for _ in range(0, length, 64 << 20):
-                    out.write(f.read(min(64 << 20, length - (out.tell() - start))))
+                while out.tell() - start < length:
+                    chunk = f.read(min(64 << 20, length - (out.tell() - start)))
+                    if not chunk:
+                        raise OSError(f"{source}: shorter than tensor '{t.name}' needs")
+                    out.write(chunk)
             del t.external_data[:]
             for key, value in (("location", data.name), ("offset", str(start)), ("length", str(length))):
                 entry = t.external_data.add()
                 entry.key, entry.value = key, value
-            if source != data:
-                moved.append(source)
+            sources.add(source)
+    partial.replace(data)
     onnx.save(model, str(path))
-    for source in sorted(set(moved)):
+    for source in sorted(sources - {data}):
         source.unlink()
 
 
