@@ -39,11 +39,6 @@ def config_entry(config: LaunchConfig) -> ConfigEntry:
     return ConfigEntry(dict(config.constexprs), list(config.grid), config.num_warps, config.num_stages)
 
 
-def constant_array(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
-    """The constant's logical value in its IR dtype (a weight converted whole: writers use constant_source)."""
-    return np.asarray(constant_source(inst, constants)).astype(numpy_dtype(inst.shape.dtype), copy=False)
-
-
 def constant_source(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
     """The constant's logical value as the module holds it: a weight in the dtype it was imported with
     (a memory-mapped array stays one), which may differ from the IR dtype after --precision."""
