@@ -13,17 +13,31 @@ tests/data/models/gpt2_dyn_tiny.onnx is made with
 
 With --kv-cache the model takes past_key_<i>/past_value_<i> [batch, heads, past, head_dim] and
 returns present_key_<i>/present_value_<i> (past and new tokens), as decoder exports do.
+With --dtype float16 the weights (and the KV cache) are half precision. A model over 2 GB (GPT-2 XL:
+--layers 48 --embd 1600 --heads 25) cannot be one protobuf: its weights go to OUT.data beside OUT.onnx
+(external data, each tensor at a multiple of 4096 bytes), moved there one tensor at a time from the
+per-tensor files the exporter writes. Export it into a folder of its own:
+
+    python tools/gpt2_export.py xl/gpt2_xl.onnx --layers 48 --embd 1600 --heads 25 --dtype float16
+
 Needs torch (the CPU build is enough); uses the TorchScript exporter so onnxscript is not needed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import warnings
+from pathlib import Path
 
+import onnx
 import torch
+from onnx import TensorProto
 from torch import nn
+
+DATA_ALIGNMENT = 4096
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
 
 
 class Block(nn.Module):
@@ -80,9 +94,27 @@ class GPT2(nn.Module):
 
 def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, batch: int = 1,
            kv_cache: bool = False, past: int = 16, seed: int = 0, positions: int | None = None,
-           dynamic: bool = False) -> None:
+           dynamic: bool = False, dtype: str = "float32") -> None:
     torch.manual_seed(seed)
-    model = GPT2(vocab, positions or max(1024, seq + past), d, layers, heads).eval()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with _default_dtype(DTYPES[dtype]):  # made in the dtype: a half model never exists as floats
+        model = GPT2(vocab, positions or max(1024, seq + past), d, layers, heads).eval()
+        _export(model, path, layers, heads, d, vocab, seq, batch, kv_cache, past, dynamic)
+    gather_external_data(Path(path))
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def _export(model: nn.Module, path: str, layers: int, heads: int, d: int, vocab: int, seq: int, batch: int,
+            kv_cache: bool, past: int, dynamic: bool) -> None:
     ids = torch.randint(0, vocab, (batch, seq))
     args: tuple = (ids,)
     inputs, outputs = ["input_ids"], ["logits"]
@@ -104,6 +136,55 @@ def export(path: str, layers: int, d: int, heads: int, vocab: int, seq: int, bat
                           output_names=outputs, do_constant_folding=True, dynamic_axes=axes)
 
 
+def _all_tensors(graph: onnx.GraphProto):
+    """Initializers and tensor attributes (Constant nodes' values), subgraphs included."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.TENSOR:
+                yield a.t
+            yield from a.tensors
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                yield from _all_tensors(g)
+
+
+def gather_external_data(path: Path) -> None:
+    """Move the weights the exporter wrote as one file per tensor (a model over 2 GB) into ``path`` with
+    suffix .data, one tensor at a time, and point the model at it; a model without external data is left
+    as it is."""
+    model = onnx.load(str(path), load_external_data=False)
+    external = [t for t in _all_tensors(model.graph) if t.data_location == TensorProto.EXTERNAL]
+    if not external:
+        return
+    data = path.with_suffix(".data")
+    partial = path.with_suffix(".data.partial")  # the old .data may be one of the sources
+    sources: set[Path] = set()
+    with open(partial, "wb") as out:
+        for t in external:
+            info = {e.key: e.value for e in t.external_data}
+            source = path.parent / info["location"]
+            offset = int(info.get("offset", 0))
+            with open(source, "rb") as f:
+                f.seek(offset)
+                length = int(info["length"]) if "length" in info else source.stat().st_size - offset
+                out.write(b"\0" * (-out.tell() % DATA_ALIGNMENT))
+                start = out.tell()
+                while out.tell() - start < length:
+                    chunk = f.read(min(64 << 20, length - (out.tell() - start)))
+                    if not chunk:
+                        raise OSError(f"{source}: shorter than tensor '{t.name}' needs")
+                    out.write(chunk)
+            del t.external_data[:]
+            for key, value in (("location", data.name), ("offset", str(start)), ("length", str(length))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+            sources.add(source)
+    partial.replace(data)
+    onnx.save(model, str(path))
+    for source in sorted(sources - {data}):
+        source.unlink()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
@@ -118,9 +199,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--positions", type=int, default=None, help="position table size (default max(1024, seq + past))")
     ap.add_argument("--dynamic", action="store_true", help="export the sequence dim as symbolic 'seq'")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="the weights' type")
     a = ap.parse_args()
     export(a.out, a.layers, a.embd, a.heads, a.vocab, a.seq, a.batch, a.kv_cache, a.past, a.seed, a.positions,
-           a.dynamic)
+           a.dynamic, a.dtype)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Device memory a bundle needs, and the budgets users give for it (``--hbm-budget``: bytes, or a percentage).
+"""Device memory a bundle needs, and the budgets users give for it (``--hbm-budget``: bytes, with a unit or not, or a percentage).
 
 Two footprints, for two questions: ``footprint(manifest)`` is what the runtime allocates with every weight
 resident (the arena, the inputs and outputs at their largest sizes, each weight aligned);
@@ -50,14 +50,23 @@ def intent_footprint(intent: Mapping[str, Any]) -> int:
     return sum(b["bytes"] for b in intent["buffers"])
 
 
+UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+         "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
 def parse_budget(spec: int | str, total: int) -> int:
-    """A memory budget in bytes: ``spec`` is bytes, or a percentage of ``total`` (``"50%"``)."""
+    """A memory budget in bytes: ``spec`` is bytes (with a unit: ``8GiB``, ``512MB``), or a percentage of
+    ``total`` (``"50%"``)."""
     if isinstance(spec, int):
         return spec
     text = str(spec).strip()
     try:
         if text.endswith("%"):
             return int(total * float(text[:-1]) / 100)
+        for unit, scale in UNITS.items():
+            if text.endswith(unit):
+                return int(float(text[:-len(unit)]) * scale)
         return int(float(text))
     except ValueError:
-        raise BudgetSpecError(f"bad memory budget {spec!r} (bytes, or a percentage such as 50%)") from None
+        raise BudgetSpecError(f"bad memory budget {spec!r} (bytes such as 8GiB or 512MB, or a percentage "
+                              f"such as 50%)") from None

@@ -35,12 +35,13 @@ def test_intent_footprint_sums_every_buffer():
     assert intent_footprint({"buffers": [{"bytes": 3}, {"bytes": 300}]}) == 303
 
 
-@pytest.mark.parametrize("spec, want", [(5000, 5000), ("5000", 5000), (" 1e3 ", 1000), ("50%", 500), ("12.5%", 125)])
+@pytest.mark.parametrize("spec, want", [(5000, 5000), ("5000", 5000), (" 1e3 ", 1000), ("50%", 500), ("12.5%", 125),
+                                        ("8GiB", 8 * 2**30), ("1.5KiB", 1536), ("512MB", 512 * 10**6)])
 def test_budgets_are_bytes_or_a_percentage(spec, want):
     assert parse_budget(spec, 1000) == want
 
 
-@pytest.mark.parametrize("spec", ["lots", "50 %%", "%"])
+@pytest.mark.parametrize("spec", ["lots", "50 %%", "%", "GiB", "8 parsecs"])
 def test_a_bad_budget_is_named(spec):
     with pytest.raises(BudgetSpecError, match="bad memory budget"):
         parse_budget(spec, 1000)

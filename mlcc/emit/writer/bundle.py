@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from mlcc.bundle.digest import bundle_digest
-from mlcc.bundle.layout import ALIGNMENT, align, to_physical
+from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
@@ -27,6 +27,7 @@ from mlcc.emit.writer.intent import build_intent
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.lazy_constants import ConcatenatedWeights, block
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.traffic import kernel_bytes
 
@@ -38,14 +39,17 @@ def config_entry(config: LaunchConfig) -> ConfigEntry:
     return ConfigEntry(dict(config.constexprs), list(config.grid), config.num_warps, config.num_stages)
 
 
-def constant_array(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
+def constant_source(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
+    """The constant's logical value as the module holds it: a weight in the dtype it was imported with
+    (a memory-mapped array stays one), which may differ from the IR dtype after --precision."""
     dt = numpy_dtype(inst.shape.dtype)
     dims = tuple(inst.shape.dims)
     if "value" in inst.attrs:
         return np.array(inst.attrs["value"], dtype=dt).reshape(dims)
     if "splat" in inst.attrs:
         return np.full(dims, inst.attrs["splat"], dtype=dt)
-    return np.asarray(constants[inst.attrs["ref"]]).astype(dt, copy=False).reshape(dims)
+    value = constants[inst.attrs["ref"]]
+    return (value if isinstance(value, ConcatenatedWeights) else np.asarray(value)).reshape(dims)
 
 
 def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTensor]:
@@ -60,7 +64,8 @@ def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTe
             pad = align(offset) - offset
             f.write(b"\0" * pad)
             offset += pad
-            written = _write_physical(f, constant_array(inst, module.constants), inst.shape.layout)
+            written = _write_physical(f, constant_source(inst, module.constants), inst.shape.layout,
+                                      numpy_dtype(inst.shape.dtype))
             entries.append(WeightTensor(buf.name, offset, written, tensor_spec(inst.shape)))
             offset += written
     return entries
@@ -69,24 +74,34 @@ def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTe
 CHUNK_BYTES = 64 << 20  # weights are written in slabs of about this size: never a second copy of a big weight
 
 
-def _write_physical(f, arr: np.ndarray, layout) -> int:
-    """Write ``arr`` in ``layout``'s byte order, a slab of its outermost physical dim at a time (a weight
-    memory-mapped from external data is paged through, never held whole); returns the bytes written."""
-    if arr.ndim == 0 or arr.nbytes <= CHUNK_BYTES:
-        data = to_physical(arr, layout)
+def _write_physical(f, arr, layout, dtype: np.dtype | None = None) -> int:
+    """Write ``arr`` (an ndarray, or weights concatenated lazily) converted to ``dtype`` (default: its own)
+    in ``layout``'s byte order, a slab of its outermost physical dim at a time: a weight memory-mapped from
+    the model is paged through, never held whole, and a conversion (--precision), a layout change or a
+    concatenation holds one slab of the result at a time. Returns the bytes written."""
+    dtype = np.dtype(dtype if dtype is not None else arr.dtype)
+    out_bytes = arr.size * dtype.itemsize
+    sources = arr.mapped_parts() if isinstance(arr, ConcatenatedWeights) else [arr]
+    if arr.ndim == 0 or max(arr.nbytes, out_bytes) <= CHUNK_BYTES:
+        data = to_physical(np.asarray(arr).astype(dtype, copy=False), layout)
         f.write(_bytes_of(data))
-        return data.nbytes
-    phys = np.transpose(arr, tuple(reversed(tuple(layout))))  # a view: physical dims, outermost first
-    rows = max(1, CHUNK_BYTES // max(1, phys[0].nbytes))
-    mapping = _file_mapping(arr)
-    for start in range(0, phys.shape[0], rows):
-        slab = phys[start:start + rows]
-        f.write(_bytes_of(np.ascontiguousarray(slab)))
-        if mapping is not None and slab.flags.c_contiguous:
-            _release(mapping, slab)  # pages already written need not stay resident
-    if mapping is not None:
-        _release(mapping, arr)
-    return arr.nbytes
+    else:
+        order = major_to_minor(layout)  # logical dims, the outermost physical one first
+        outer = order[0]
+        n = arr.shape[outer]
+        row_bytes = max(1, arr.size // max(1, n) * max(arr.dtype.itemsize, dtype.itemsize))
+        rows = max(1, CHUNK_BYTES // row_bytes)
+        mapping = _file_mapping(arr) if isinstance(arr, np.ndarray) else None
+        for start in range(0, n, rows):
+            piece = block(arr, outer, start, min(start + rows, n))
+            f.write(_bytes_of(np.transpose(piece, order).astype(dtype, order="C")))  # one copy, converted
+            if mapping is not None and piece.flags.c_contiguous:
+                _release(mapping, piece)  # pages already written need not stay resident
+    for source in sources:
+        mapping = _file_mapping(source)
+        if mapping is not None:
+            _release(mapping, source)
+    return out_bytes
 
 
 def _file_mapping(arr: np.ndarray) -> mmap.mmap | None:

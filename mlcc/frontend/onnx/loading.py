@@ -17,6 +17,9 @@ import onnx
 from onnx import AttributeProto, TensorProto
 
 from mlcc.frontend.onnx.errors import InvalidModelError, ModelNotFoundError
+from mlcc.frontend.onnx.inline_data import load_without_payloads
+
+LAZY_MIN_BYTES = 1 << 20  # initializers this large are memory-mapped, not read (external data or inline)
 
 
 def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path], dict[str, np.ndarray]]:
@@ -25,12 +28,29 @@ def load_model(path: Path) -> tuple[onnx.ModelProto, list[Path], dict[str, np.nd
     label = path.name
     if not path.is_file():
         raise ModelNotFoundError(f"model file '{path}' does not exist", file=label)
+    model, inline = _load_mapped(path, label)
+    files, mapped = load_external_data(model, path.parent, label)
+    return model, files, {**inline, **mapped}
+
+
+def _load_mapped(path: Path, label: str, min_bytes: int = LAZY_MIN_BYTES) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The model's proto, its large inline initializers left in the file and returned as arrays over a
+    memory map of it (mlcc/frontend/onnx/inline_data.py): their bytes are read once, when used."""
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > 0:
+                view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # the map outlives the descriptor
+                try:
+                    found = load_without_payloads(view, min_bytes, _mappable_dtype)
+                except Exception:  # protobuf's DecodeError on a damaged field: onnx.load below says what it is
+                    found = None
+                if found is not None:
+                    return found
+                with contextlib.suppress(BufferError):  # an array over it may still be referenced
+                    view.close()
+        return onnx.load(str(path), load_external_data=False), {}
     except Exception as e:  # protobuf's DecodeError and friends
         raise InvalidModelError(f"cannot parse the model: {type(e).__name__}: {e}", file=label) from None
-    files, mapped = load_external_data(model, path.parent, label)
-    return model, files, mapped
 
 
 def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
@@ -74,8 +94,6 @@ EXTERNAL_DATA_KEYS = frozenset({"location", "offset", "length", "checksum"})  # 
 _DIGITS = re.compile(r"[0-9]{1,19}")  # a non-negative decimal that fits in int64
 
 
-LAZY_MIN_BYTES = 1 << 20  # external initializers this large are memory-mapped, not read
-
 
 def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str,
                        lazy_min_bytes: int = LAZY_MIN_BYTES) -> tuple[list[Path], dict[str, np.ndarray]]:
@@ -94,8 +112,8 @@ def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str,
     files: dict[str, Path] = {}
     mapped: dict[str, np.ndarray] = {}
     checked: set[tuple[str, str]] = set()
-    main_initializers = {id(t) for t in model.graph.initializer}
-    for tensor in all_tensors(model):
+    count = len(model.graph.initializer)  # all_tensors yields them first (protobuf wrappers have no stable id)
+    for index, tensor in enumerate(all_tensors(model)):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         info = _external_data_info(tensor, label)
@@ -109,7 +127,7 @@ def load_external_data(model: onnx.ModelProto, base_dir: Path, label: str,
             raise InvalidModelError(f"{where}: length {length} does not match the {expected} bytes "
                                     f"its dims {list(tensor.dims)} need", file=label)
         dtype = _mappable_dtype(tensor)
-        lazy = id(tensor) in main_initializers and dtype is not None and (expected or 0) >= lazy_min_bytes
+        lazy = index < count and dtype is not None and (expected or 0) >= lazy_min_bytes
         with _open_inside(base_dir, path, checked_stat, where, label) as f:
             size = os.fstat(f.fileno()).st_size
             want = length if length is not None else expected if expected is not None else size - offset

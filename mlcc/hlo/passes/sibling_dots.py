@@ -4,7 +4,8 @@ over the concatenated weights (Q, K and V projections in one kernel), each sibli
     q = dot(x, Wq) + bq;  k = dot(x, Wk) + bk;  v = dot(x, Wv) + bv
  -> qkv = dot(x, [Wq|Wk|Wv]) + [bq|bk|bv];  q, k, v = slices of qkv
 
-The weights (and biases) are concatenated at compile time. The slices are views: a consumer that
+The weights (and biases) are concatenated at compile time: the weights lazily (mlcc/hlo/lazy_constants.py),
+so a model's mapped weights are not copied into memory to make the merged one. The slices are views: a consumer that
 reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K.
 """
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.lazy_constants import ConcatenatedWeights
 from mlcc.hlo.passes.pass_manager import Pass
 
 
@@ -24,7 +26,10 @@ def _weight(inst: Instruction, module: Module) -> np.ndarray | None:
         return None
     dt = numpy_dtype(inst.shape.dtype)
     if "ref" in inst.attrs:
-        return np.asarray(module.constants[inst.attrs["ref"]], dtype=dt).reshape(inst.shape.dims)
+        value = module.constants[inst.attrs["ref"]]
+        if isinstance(value, ConcatenatedWeights) and value.dtype == dt:
+            return value.reshape(tuple(inst.shape.dims))
+        return np.asarray(value, dtype=dt).reshape(inst.shape.dims)  # a view of a mapped weight, not a copy
     if "value" in inst.attrs:
         return np.array(inst.attrs["value"], dtype=dt).reshape(inst.shape.dims)
     if "splat" in inst.attrs:
@@ -84,7 +89,7 @@ class MergeSiblingDots(Pass):
     def _merge(self, module: Module, comp: Computation, x: Instruction, dots: list[Instruction],
                weights: list[np.ndarray], biases: list[Any] | None) -> None:
         dtype = dots[0].shape.dtype
-        w = np.concatenate(weights, axis=1)
+        w = ConcatenatedWeights(weights, axis=1)  # its parts until the writer streams it (weights.bin)
         key = _fresh_key(module, "merged_weights")
         module.constants[key] = w
         last = max(comp.instructions.index(d) for d in dots)
