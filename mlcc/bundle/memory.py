@@ -8,7 +8,7 @@ resident (the arena, the inputs and outputs at their largest sizes, each weight 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from mlcc.bundle.dtypes import numpy_dtype
 from mlcc.bundle.layout import align
@@ -32,10 +32,12 @@ def largest_sizes(manifest: Mapping[str, Any]) -> dict[str, int]:
     return {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
 
 
-def fixed_bytes(manifest: Mapping[str, Any]) -> int:
-    """Device bytes that never stream: the arena, and the inputs and outputs at their largest."""
+def fixed_bytes(manifest: Mapping[str, Any], exclude: Collection[str] = ()) -> int:
+    """Device bytes that never stream: the arena, and the inputs and outputs at their largest (but those whose
+    buffers are in ``exclude``: KV caches a session keeps as items of their own, mlcc/runtime/workload.py)."""
     largest = largest_sizes(manifest)
-    io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"])
+    io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"]
+             if s["buffer"] not in exclude)
     return manifest["memory_plan"]["arena_bytes"] + io
 
 
