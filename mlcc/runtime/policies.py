@@ -111,22 +111,34 @@ class Static(LRU):
         self.replan()
 
     def replan(self) -> None:
+        """Pin weights in schedule order (skipping one that does not fit, which accelerate's in-order fill
+        would not), keeping room for the two largest streamed layer groups (the one running and the one being
+        prefetched) and the KV caches' peak; two models split the pins in proportion to their weights."""
         w = self.w
         self.capacity = self.e.capacity
-        largest_group = max((sum(w.items[weight_key(m.name, x)].bytes for x in g)
-                             for m in w.models.values() for g in m.groups), default=0)
         kv_peak = w.all_resident_peak() - sum(w.items[k].bytes for k in w.weights())
-        room = self.capacity - 2 * largest_group - kv_peak
         total = sum(w.items[k].bytes for k in w.weights()) or 1
+        groups = [[weight_key(m.name, x) for x in g] for m in w.models.values() for g in m.groups]
         self.pins = set()
+
+        def staging() -> int:
+            streamed = sorted((sum(w.items[k].bytes for k in g if k not in self.pins) for g in groups), reverse=True)
+            return sum(streamed[:2])
+
+        pinned = 0
         for m in w.models.values():
             keys = [weight_key(m.name, x) for g in m.groups for x in g]
-            share = room * sum(w.items[k].bytes for k in keys) // total
-            for k in keys:  # in schedule order, until the first that does not fit
-                if w.items[k].bytes > share:
-                    break
-                share -= w.items[k].bytes
+            share = (self.capacity - kv_peak) * sum(w.items[k].bytes for k in keys) / total
+            mine = 0
+            for k in keys:
+                nbytes = w.items[k].bytes
                 self.pins.add(k)
+                if mine + nbytes + staging() * share / max(1, self.capacity - kv_peak) > share \
+                        or pinned + nbytes + staging() + kv_peak > self.capacity:
+                    self.pins.discard(k)
+                    continue
+                mine += nbytes
+                pinned += nbytes
 
     def initial(self) -> list[str]:
         return [k for k in super().initial() if k in self.pins]
@@ -196,6 +208,7 @@ class IntentPolicy(Policy):
                 reload_us = b["bytes"] / link * 1e6
                 self.cost_factor[(m.name, b["name"])] = b["eviction_cost"] / reload_us if reload_us else 1.0
         self.present_of = {(m.name, k["past"]): k["present"] for m in self.w.models.values() for k in m.kv}
+        self._horizon: dict[str, int] = {}
 
     @staticmethod
     def _ema(old: Optional[float], new: float) -> float:
@@ -254,30 +267,101 @@ class IntentPolicy(Policy):
     def rank(self, key: str, t: int) -> Any:
         return ((self.predicted_use(key, t) - t) / self.factor(key), self.w.items[key].bytes, key)
 
+    def upcoming(self, t: int, horizon: int) -> list[tuple[str, int]]:
+        """Items not resident that the next ``horizon`` steps read, in order of use: the rest of this call,
+        then (predicted) the next call of this model: its schedule's weights and the KV caches of the request
+        that has waited longest (round robin)."""
+        e = self.e
+        out: list[tuple[str, int]] = []
+        seen: set[str] = set()
+        end = self.call_end()
+        for u in range(t + 1, min(end, t + 1 + horizon)):
+            st = self.w.steps[u]
+            for k in st.needs:
+                if k not in e.resident and k not in seen and k not in st.born:
+                    seen.add(k)
+                    out.append((k, u))
+        if t + 1 + horizon <= end:
+            return out
+        m = self.w.models[self.call.model]
+        start = int(self.next_call_start(m.name, None))
+        if start == INF or start != end:  # another model (or a gap) is predicted next: its needs are unknown
+            return out
+        waiting = [r for r, mod in self.live.items() if mod == m.name]
+        nxt = min(waiting, key=lambda q: (self.request_start[q], q)) if waiting else None
+        caches = {k["past"] for k in m.kv}
+        for s in range(0, min(m.steps, t + 1 + horizon - end)):
+            keys = [weight_key(m.name, w) for w in m.step_weights[s]]
+            if nxt is not None and self.tokens.get(nxt, 0) > 0:
+                keys += [kv_key(m.name, nxt, b, self.tokens[nxt]) for b in sorted(caches) if s in m.uses.get(b, [])]
+            for k in keys:
+                if k in self.w.items and k not in e.resident and k not in seen and k not in e.dead:
+                    seen.add(k)
+                    out.append((k, start + s))
+        return out
+
     def prefetch(self, t: int) -> list[tuple[str, int]]:
+        e = self.e
+        if e.used >= e.capacity or e.link_free >= e.now + self.w.steps[t].seconds:
+            return []
+        return self._prefetch(t)
+
+    def _prefetch(self, t: int) -> list[tuple[str, int]]:
+        """Keep the host link busy with what is needed soonest: while the copies queued so far would leave the
+        link idle before this step ends, the next missing item, if room for it can be made from items needed
+        later (so a prefetch never forces out something needed sooner). The horizon is the sidecar's: the
+        longest a prefetch plan entry starts before its use."""
+        e = self.e
         st = self.w.steps[t]
-        m = self.w.models[st.model]
-        out = []
-        for buf in m.prefetch.get(st.s, []):
-            if buf in m.weight_uses:
-                key = weight_key(m.name, buf)
-                use = self.predicted_use(key, t)
-                if use != INF:
-                    out.append((key, int(use)))
-            elif (m.name, buf) in self.present_of and self.live:
-                # the cache the predicted next request of this model reads: the one waiting longest
-                waiting = [r for r, mod in self.live.items() if mod == m.name and r != self.call.request]
-                if waiting:
-                    r = min(waiting, key=lambda q: (self.request_start[q], q))
-                    key = kv_key(m.name, r, buf, self.tokens[r])
-                    if key in self.w.items:
-                        use = self.predicted_use(key, t)
-                        if use != INF:
-                            out.append((key, int(use)))
-        return sorted(out, key=lambda p: (p[1], p[0]))
+        idle_from = e.now + st.seconds
+        admitted, taken = [], 0
+        link_free = e.link_free
+        for key, use in self.upcoming(t, self.horizon(st.model)):
+            if link_free >= idle_from:
+                break
+            nbytes = self.w.items[key].bytes
+            if self.room_until(use, t) - taken < nbytes:
+                break
+            admitted.append((key, use))
+            taken += nbytes
+            link_free = max(link_free, e.now) + nbytes / e.link_bw
+        return admitted
+
+    def horizon(self, model: str) -> int:
+        if model not in self._horizon:
+            m = self.w.models[model]
+            reach = [(u - s) % m.steps for s, names in m.prefetch.items() for b in names
+                     for u in m.uses.get(b, [])[:1]]
+            self._horizon[model] = max(reach, default=1) or 1
+        return self._horizon[model]
+
+    def room_until(self, use: int, t: int) -> int:
+        """Bytes a prefetch for step ``use`` can take without forcing anything out: the free room less what the
+        steps in between bring in. (Under a full cache a prefetch would have to evict early, before the item
+        the step now reads can go: more bytes, not less stall, since the link is the bottleneck.)"""
+        e = self.e
+        supply = e.capacity - e.used
+        end = self.call_end()
+        demand = 0
+        seen: set[str] = set()
+        end = min(use, end)
+        for step in self.w.steps[t + 1:end]:
+            for k in step.needs:
+                if k not in e.resident and k not in seen:
+                    seen.add(k)
+                    demand += self.w.items[k].bytes
+        if use > end:  # the rest of the window is the predicted next call of this model: its schedule's weights
+            m = self.w.models[self.call.model]
+            for s in range(0, use - self.call_end()):
+                for w in m.step_weights[s] if s < len(m.step_weights) else ():
+                    k = weight_key(m.name, w)
+                    if k not in e.resident and k not in seen:
+                        seen.add(k)
+                        demand += self.w.items[k].bytes
+        return supply - demand
 
     def may_displace(self, victim: str, use: int, t: int) -> bool:
-        return (self.predicted_use(victim, t) - t) / self.factor(victim) > use - t
+        return False  # prefetches take free room only (room_until)
 
 
 def make_policy(name: str) -> Policy:

@@ -146,7 +146,7 @@ class Engine:
             if self.used + need - sum(self.resident[k] for k in candidates) > self.capacity:
                 return False
         # items prefetched and not yet used go last: evicting one wastes its copy
-        ranked = sorted(candidates, key=lambda k: (k not in self.inflight, self.policy.rank(k, self.t)), reverse=True)
+        ranked = sorted(candidates, key=lambda k: self.policy.rank(k, self.t), reverse=True)
         while self.used + need > self.capacity:
             if not ranked:
                 return False

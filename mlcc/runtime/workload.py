@@ -71,6 +71,7 @@ class Model:
     kv: list[dict[str, Any]] = field(default_factory=list)     # intent.json's kv_caches
     uses: dict[str, list[int]] = field(default_factory=dict)   # every buffer's uses (intent.json)
     prefetch: dict[int, list[str]] = field(default_factory=dict)
+    step_weights: list[list[str]] = field(default_factory=list)  # schedule step -> the weights it reads
 
     @staticmethod
     def of(name: str, manifest: dict[str, Any], intent: dict[str, Any]) -> "Model":
@@ -82,6 +83,10 @@ class Model:
         # a cache of a fixed length cannot grow from call to call: it stays an input and an output
         m.kv = [k for k in intent.get("kv_caches", []) if isinstance(k["past_tokens"], str)]
         m.prefetch = {p["step"]: list(p["buffers"]) for p in intent.get("prefetch", [])}
+        m.step_weights = [[] for _ in range(intent["steps"])]
+        for w, uses in m.weight_uses.items():
+            for u in uses:
+                m.step_weights[u].append(w)
         # Layer groups: consecutive schedule steps whose weights belong to the same layer (intent.json's
         # layer_range), or one group per step that reads weights when the names carry no layers.
         n = intent["steps"]
