@@ -7,23 +7,23 @@ at every step strictly inside, or it leaves and must come back before u_{j+1}: a
 A weight also has the interval from load time to u_1 (kept: placed at load time for free; not kept:
 fetched). A KV cache is born on the device at u_1 and has no host copy: the first time it leaves while
 still needed it is written back (b_i more bytes), once per version. Nothing else is forced, so for any
-policy
+policy (b_i: the bytes a copy of item i moves; it takes s_i >= b_i device bytes, aligned)
 
     bytes moved >= sum over intervals not kept of b_i + sum over KV versions with an interval not kept of b_i,
 
-where the kept intervals must fit: at every step t, the items step t needs (S_t bytes) plus the items of
-kept intervals that strictly contain t fit in the capacity C_t (the budget less the fixed bytes). Prefetch
+where the kept intervals must fit: at every step t, the items step t needs (S_t device bytes) plus the s_i
+of the kept intervals that strictly contain t fit in the capacity C_t (the budget less the fixed bytes). Prefetch
 and timing do not matter: an early fetch only occupies more room. Conversely every choice of kept
 intervals that fits is a policy (keep those, fetch the others at their use, evict right after), so the
 minimum of this 0/1 problem is the optimum, which ``exact_optimum`` finds by enumeration for small
 workloads. For big ones ``lower_bound`` solves its Lagrangian dual: for multipliers lam_t >= 0,
 
     L(lam) = -sum_t lam_t (C_t - S_t) + sum_i min over the keep choices of i of
-             [sum of b_i over its dropped intervals (+ the write-back) + sum over its kept intervals of b_i * sum of lam_t inside]
+             [sum of b_i over its dropped intervals (+ the write-back) + sum over its kept intervals of s_i * sum of lam_t inside]
 
 is at most the 0/1 minimum for every lam (weak duality), so each iterate is a valid bound and the best one
 is returned; lam is improved by projected subgradient steps. Intervals that cannot be kept at all (an
-inside step with less free room than b_i) are dropped before.
+inside step with less free room than s_i) are dropped before.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from mlcc.runtime.workload import Workload
 
 @dataclass
 class Intervals:
-    size: np.ndarray        # b of each interval's item
+    size: np.ndarray        # device bytes of each interval's item
+    cost: np.ndarray        # bytes a fetch of it moves
     lo: np.ndarray          # first step strictly inside
     hi: np.ndarray          # one past the last step inside
     group: np.ndarray       # the item version it belongs to
@@ -48,7 +49,7 @@ class Intervals:
 
 
 def intervals(work: Workload, capacity: list[int]) -> Intervals:
-    sizes, lo, hi, group, writeback = [], [], [], [], []
+    sizes, costs, lo, hi, group, writeback = [], [], [], [], [], []
     need = np.zeros(len(work.steps), dtype=np.int64)
     for t, st in enumerate(work.steps):
         need[t] = sum(work.items[k].bytes for k in st.needs)
@@ -57,15 +58,16 @@ def intervals(work: Workload, capacity: list[int]) -> Intervals:
         item = work.items[key]
         g = len(writeback)
         is_kv = key in born
-        writeback.append(item.bytes if is_kv else 0)
+        writeback.append(item.moved if is_kv else 0)
         starts = ([] if is_kv else [-1]) + uses[:-1]
         for a, b in zip(starts, uses):
             if b - a > 1 or a == -1:
                 sizes.append(item.bytes)
+                costs.append(item.moved)
                 lo.append(a + 1)
                 hi.append(b)
                 group.append(g)
-    return Intervals(np.array(sizes, dtype=np.float64), np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
+    return Intervals(np.array(sizes, dtype=np.float64), np.array(costs, dtype=np.float64), np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64),
                      np.array(group, dtype=np.int64), np.array(writeback, dtype=np.float64),
                      np.array(capacity, dtype=np.float64) - need)
 
@@ -75,7 +77,7 @@ def _dual(iv: Intervals, lam: np.ndarray) -> tuple[float, np.ndarray]:
     prefix = np.concatenate([[0.0], np.cumsum(lam)])
     keep_cost = iv.size * (prefix[iv.hi] - prefix[iv.lo])
     keep_cost = np.where(iv.forced, 1e300, keep_cost)
-    drop_cost = iv.size
+    drop_cost = iv.cost
     per = np.minimum(keep_cost, drop_cost)
     keep = keep_cost < drop_cost
     n_groups = len(iv.writeback)
@@ -124,7 +126,7 @@ def lower_bound(work: Workload, capacity: list[int], iterations: int = 400, targ
     iv.forced = inside_min < iv.size
     lam = np.zeros(len(free))
     best, _ = _dual(iv, lam)
-    goal = target if target is not None else float(iv.size.sum() + iv.writeback.sum())
+    goal = target if target is not None else float(iv.cost.sum() + iv.writeback.sum())
     mu = 1.0
     stale = 0
     for _ in range(iterations):
@@ -162,7 +164,7 @@ def exact_optimum(work: Workload, capacity: list[int], limit: int = 20) -> float
         if np.any(np.cumsum(use)[:-1] > iv.free + 1e-9):
             continue
         dropped = ~keep_arr
-        cost = iv.size[dropped].sum()
+        cost = iv.cost[dropped].sum()
         groups = np.unique(iv.group[dropped])
         cost += iv.writeback[groups].sum()
         best = min(best, cost)

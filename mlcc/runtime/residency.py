@@ -36,7 +36,7 @@ class BudgetError(ValueError):
 class Action:
     op: str          # "fetch", "prefetch", "evict", "writeback", "born", "free"
     key: str
-    bytes: int
+    bytes: int       # fetch, prefetch, writeback: the bytes copied; evict, born, free: the device bytes
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "key": self.key, "bytes": self.bytes}
@@ -77,6 +77,7 @@ class Engine:
         self.used = 0
         self.host_valid: set[str] = set()       # KV items whose host copy is current
         self.dead: set[str] = set()
+        self.existing: set[str] = set()         # KV items produced so far (a cache not yet produced cannot move)
         self.ready_at: dict[str, float] = {}
         self.last_touch: dict[str, int] = {}
         self.inflight: set[str] = set()         # prefetched, not yet used
@@ -101,8 +102,8 @@ class Engine:
             if key not in self.resident and self.used + nbytes <= self.capacity:
                 self._add(key)
                 self.ready_at[key] = 0.0
-                self.stats.preload_bytes += nbytes
-                actions.append(Action("fetch", key, nbytes))
+                self.stats.preload_bytes += self.work.items[key].moved
+                actions.append(Action("fetch", key, self.work.items[key].moved))
         return actions
 
     # ---- state changes
@@ -122,10 +123,10 @@ class Engine:
         item = self.work.items[key]
         if item.kind == "kv" and key not in self.host_valid and key not in self.dead:
             self.host_valid.add(key)
-            self._transfer(nbytes, self.now)
-            self.stats.writeback_bytes += nbytes
+            self._transfer(item.moved, self.now)
+            self.stats.writeback_bytes += item.moved
             self.stats.writebacks += 1
-            self._emit(out, Action("writeback", key, nbytes))
+            self._emit(out, Action("writeback", key, item.moved))
         self._emit(out, Action("evict", key, nbytes))
 
     def _transfer(self, nbytes: int, start: float) -> float:
@@ -183,26 +184,30 @@ class Engine:
                 raise BudgetError(f"step {st.s} of '{st.model}': cannot fit its items in {self.capacity} bytes")
             self._add(key)
             if key in born:
+                self.existing.add(key)
                 self.ready_at[key] = 0.0
                 self._emit(out, Action("born", key, nbytes))
                 continue
-            self.ready_at[key] = self._transfer(nbytes, self.now)
-            self.stats.fetched_bytes += nbytes
+            moved = self.work.items[key].moved
+            self.ready_at[key] = self._transfer(moved, self.now)
+            self.stats.fetched_bytes += moved
             self.stats.fetches += 1
             wait = max(wait, self.ready_at[key])
-            self._emit(out, Action("fetch", key, nbytes))
+            self._emit(out, Action("fetch", key, moved))
         for key, use in self.policy.prefetch(t):
-            if key in self.resident or key in self.dead or key not in self.work.items:
+            if key in self.resident or key in self.dead or key not in self.work.items \
+                    or (self.work.items[key].kind == "kv" and key not in self.existing):
                 continue
             nbytes = self.work.items[key].bytes
             if self.make_room(nbytes, need_now | self.inflight,
                               out, allowed=lambda v, u=use: self.policy.may_displace(v, u, t)):
                 self._add(key)
                 self.inflight.add(key)
-                self.ready_at[key] = self._transfer(nbytes, self.now)
-                self.stats.fetched_bytes += nbytes
+                moved = self.work.items[key].moved
+                self.ready_at[key] = self._transfer(moved, self.now)
+                self.stats.fetched_bytes += moved
                 self.stats.fetches += 1
-                self._emit(out, Action("prefetch", key, nbytes))
+                self._emit(out, Action("prefetch", key, moved))
         self.stats.stall_seconds += wait - self.now
         self.now = wait + st.seconds
         self.stats.compute_seconds += st.seconds

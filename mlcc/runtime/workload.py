@@ -29,12 +29,13 @@ class WorkloadError(ValueError):
 @dataclass
 class Item:
     key: str
-    bytes: int
+    bytes: int                 # device bytes it takes (aligned)
     model: str
     kind: str                  # "weight" or "kv"
     buffer: str                # the bundle buffer it binds to (a weight, or a KV cache's past buffer)
     first_use: int             # its first use in its model's schedule (KV: the step that reads the past)
     group: int = -1            # weights: the layer group that reads it first (for next-layer prefetch)
+    moved: int = 0             # bytes a copy of it moves (the tensor's own size)
 
 
 @dataclass
@@ -74,14 +75,15 @@ class Model:
     step_weights: list[list[str]] = field(default_factory=list)  # schedule step -> the weights it reads
 
     @staticmethod
-    def of(name: str, manifest: dict[str, Any], intent: dict[str, Any]) -> "Model":
+    def of(name: str, manifest: dict[str, Any], intent: dict[str, Any], manage_kv: bool = True) -> "Model":
+        """``manage_kv``: keep requests' KV caches as items (a session); else they stay inputs and outputs."""
         m = Model(name, manifest, intent)
         weights = {w["name"] for w in manifest["weights"]["tensors"] if w["bytes"] > 0}
         entries = {b["name"]: b for b in intent["buffers"]}
         m.uses = {b["name"]: list(b["uses"]) for b in intent["buffers"]}
         m.weight_uses = {w: m.uses.get(w, []) for w in sorted(weights) if m.uses.get(w)}
         # a cache of a fixed length cannot grow from call to call: it stays an input and an output
-        m.kv = [k for k in intent.get("kv_caches", []) if isinstance(k["past_tokens"], str)]
+        m.kv = [k for k in intent.get("kv_caches", []) if isinstance(k["past_tokens"], str)] if manage_kv else []
         m.prefetch = {p["step"]: list(p["buffers"]) for p in intent.get("prefetch", [])}
         m.step_weights = [[] for _ in range(intent["steps"])]
         for w, uses in m.weight_uses.items():
@@ -144,7 +146,7 @@ class Workload:
                 for w in names:
                     key = weight_key(m.name, w)
                     self.items[key] = Item(key, align(entries[w]["bytes"]), m.name, "weight", w,
-                                           m.weight_uses[w][0], g)
+                                           m.weight_uses[w][0], g, entries[w]["bytes"])
 
     @property
     def fixed(self) -> int:
@@ -190,7 +192,7 @@ class Workload:
                 raise WorkloadError(f"'{model}': {k['present']} holds {k['present_tokens']} tokens, not past+tokens")
             key = kv_key(model, request, k["past"], present)
             self.items[key] = Item(key, align(present * per_token), model, "kv", k["past"],
-                                   (m.uses.get(k["past"]) or [0])[0])
+                                   (m.uses.get(k["past"]) or [0])[0], -1, present * per_token)
             uses = m.uses.get(k["present"], [])
             for u in uses:
                 needs[u].append(key)
