@@ -119,3 +119,25 @@ class Session:
                 outs.append(self.call(e.model, feeds[e.model], e.request, e.tokens))
         return outs
 
+
+def random_inputs(session: Session, model: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for a model's calls in a replay: integers in 0..7 (valid token ids and indices), normal
+    floats; the sizes at the top of their symbols' ranges, but the caches the session keeps."""
+    exe = session.executables[model]
+    rng = np.random.default_rng(seed)
+    env = {name: hi for name, (_, hi) in exe.records.symbols.items()}
+    m = session.work.models[model]
+    if m.kv_symbol() is not None:
+        env[m.kv_symbol()] = 0
+    out = {}
+    for s in exe.records.inputs:
+        if s.buffer in exe.streamer.managed:
+            continue
+        shape = [eval_size(d, env) for d in s.spec.shape]
+        dtype = np.dtype(s.spec.numpy_dtype) if s.spec.numpy_dtype != "bfloat16" else np.dtype(np.float32)
+        if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+            out[s.name] = rng.integers(0, 8, shape).astype(dtype)
+        else:
+            out[s.name] = rng.standard_normal(shape).astype(dtype)
+    return out
+
