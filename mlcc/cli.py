@@ -290,8 +290,8 @@ def _replay(bundles: tuple[Path, ...], trace_path: Path, device: str, hbm_budget
     from mlcc.runtime.traces import load_trace
     try:
         trace = load_trace(trace_path)
-    except ValueError as e:
-        raise errors.InvalidInputError(str(e), file=str(trace_path)) from None
+    except ValueError as e:  # the message names the file and the event
+        raise errors.InvalidInputError(str(e)) from None
     if len(trace.models) != len(bundles):
         raise click.UsageError(f"the trace names {len(trace.models)} models ({', '.join(trace.models)}), "
                                f"{len(bundles)} bundles given")
@@ -462,7 +462,10 @@ def simulate_cmd(bundles: tuple[Path, ...], trace_path: Path | None, budget: str
             if not (b / "intent.json").is_file():
                 raise errors.InputMissingError("no intent.json here (not an mlcc bundle)", file=str(b))
         if trace_path is not None:
-            trace = load_trace(trace_path)
+            try:
+                trace = load_trace(trace_path)
+            except ValueError as e:  # the message names the file and the event
+                raise errors.InvalidInputError(str(e)) from None
         elif len(bundles) == 1:
             trace = repeat_trace(bundles[0].name, iterations)
         else:
