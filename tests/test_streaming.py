@@ -8,7 +8,6 @@ the fixed ones, and copy exactly the bytes the simulator counts for the same pol
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest

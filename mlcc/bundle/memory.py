@@ -1,9 +1,9 @@
 """Device memory a bundle needs, and the budgets users give for it (``--hbm-budget``: bytes, or a percentage).
 
-Two footprints, for two questions: ``footprint(manifest)`` is what the runtime allocates with every weight
-resident (the arena, the inputs and outputs at their largest sizes, each weight aligned);
-``intent_footprint(intent)`` is the sum of every buffer intent.json lists, each on its own (what
-``mlcc simulate`` replays: buffers move one by one, there is no arena).
+One footprint: ``footprint(manifest)`` is what the runtime allocates with every weight resident (the arena,
+the inputs and outputs at their largest sizes, each weight aligned); budgets given as a percentage are of it,
+in ``mlcc.load`` and in ``mlcc simulate`` alike (a trace's footprint adds the KV caches alive at its busiest
+step: mlcc/runtime/workload.py).
 """
 
 from __future__ import annotations
@@ -45,11 +45,6 @@ def footprint(manifest: Mapping[str, Any]) -> int:
     """Device bytes the bundle needs with every weight resident."""
     weights = sum(align(w["bytes"]) for w in manifest["weights"]["tensors"])
     return weights + fixed_bytes(manifest)
-
-
-def intent_footprint(intent: Mapping[str, Any]) -> int:
-    """The bytes of every buffer intent.json lists, each counted on its own."""
-    return sum(b["bytes"] for b in intent["buffers"])
 
 
 def parse_budget(spec: int | str, total: int) -> int:
