@@ -144,3 +144,21 @@ def test_streaming_from_pageable_host_memory_is_a_hazard(gpt2_sm90, monkeypatch)
     monkeypatch.setattr(SimDevice, "pin", lambda self, host: host)  # the weights are never pinned
     with pytest.raises(StreamHazardError, match="reads pageable host memory"):  # at load: the first placement
         mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%").run(inputs)
+
+
+def test_a_trace_with_a_budget_drop_on_sim_copies_what_the_simulator_counts(gpt2_sm90):
+    """The CUDA path's streams and events (simulated), several calls, the budget cut mid-trace."""
+    from mlcc.runtime.session import Session
+    from mlcc.runtime.simulate import simulate_bundles
+    from mlcc.runtime.traces import parse_trace
+    bundle, inputs = gpt2_sm90
+    full = mlcc.load(bundle, device="sim:sm_90").run(inputs)
+    trace = parse_trace({"version": 1, "models": ["lm"], "events": [
+        {"call": "lm", "repeat": 2}, {"budget": "55%"}, {"call": "lm", "repeat": 2}]})
+    session = Session({"lm": bundle}, device="sim:sm_90", hbm_budget="80%", policy="intent", trace=trace)
+    for _ in range(4):
+        got = session.call("lm", inputs)
+        for name in full:
+            np.testing.assert_array_equal(got[name], full[name])
+    sim = simulate_bundles([bundle], trace, "80%", ["intent"], bound=False)
+    assert session.copied_bytes == sim["policies"]["intent"]["bytes_moved"] > 0
