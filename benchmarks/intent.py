@@ -102,10 +102,14 @@ def main() -> int:
     ap.add_argument("--gpt2-kv")
     ap.add_argument("--resnet")
     ap.add_argument("--budgets", default="30,50,70")
-    ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--json", dest="json_out", help="write the rows as JSON")
+    ap.add_argument("--markdown", help="print the table of a --json file (BENCHMARKS.md)")
     a = ap.parse_args()
     if a.write_traces:
         write_traces()
+        return 0
+    if a.markdown:
+        markdown(json.loads(Path(a.markdown).read_text()))
         return 0
     rows = []
     cases = []
@@ -134,6 +138,33 @@ def main() -> int:
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(rows, indent=1, sort_keys=True))
     return 0
+
+
+def stall_bound(r: dict) -> float:
+    """No policy stalls less: its bytes cross one link (at least the lower bound's), and compute can hide at
+    most all of its own time."""
+    link = r["link_bandwidth"] if "link_bandwidth" in r else 64e9
+    compute = r["policies"]["intent"]["compute_seconds"]
+    return max(0.0, r["lower_bound_bytes"] / link - compute)
+
+
+def markdown(rows: list[dict]) -> None:
+    print("| model | workload | budget | footprint MB | " + " | ".join(POLICIES) + " | lower bound | stall bound | "
+          "best baseline | intent / best (bytes, stall) |")
+    print("|---|---|---:|---:|" + "---:|" * len(POLICIES) + "---:|---:|---|---|")
+    for r in rows:
+        if "infeasible" in r:
+            print(f"| {r['model']} | {r['workload']} | {r['budget_pct']}% | | " + " | ".join("-" for _ in POLICIES)
+                  + " | | | | cannot run: " + r["infeasible"].split(": ", 1)[-1].split(" cannot run this workload: ")[-1]
+                  + " |")
+            continue
+        p = r["policies"]
+        best = min(BASELINES, key=lambda b: p[b]["stall_seconds"])
+        bbest = min(p[b]["bytes_moved"] for b in BASELINES)
+        cells = " | ".join(f"{p[k]['bytes_moved'] / 1e9:,.2f} GB / {p[k]['stall_seconds'] * 1e3:,.1f} ms" for k in POLICIES)
+        print(f"| {r['model']} | {r['workload']} | {r['budget_pct']}% | {r['footprint_bytes'] / 1e6:,.1f} | {cells} | "
+              f"{r['lower_bound_bytes'] / 1e9:,.2f} GB | {stall_bound(r) * 1e3:,.1f} ms | {best} | "
+              f"{p['intent']['bytes_moved'] / bbest:.2f}, {p['intent']['stall_seconds'] / p[best]['stall_seconds']:.2f} |")
 
 
 def print_row(r: dict) -> None:
