@@ -80,7 +80,9 @@ class ItemStore:
                 self.copies += 1
             elif a.op in ("evict", "free"):
                 self.dev.pop(a.key, None)
-                self.pending.pop(a.key, None)
+                ev = self.pending.pop(a.key, None)
+                if ev is not None:  # a prefetch never read: its memory is not reused before its copy is done
+                    self.device.wait(self.device.compute_stream(), ev)
                 if a.op == "free":
                     self.host.pop(a.key, None)
             elif a.op == "born":

@@ -1,6 +1,6 @@
 """Trace files: what calls a serving process makes, in order, to one or more bundles sharing a device.
 
-A trace is YAML or JSON (schemas/trace.schema.json)::
+A trace is YAML or JSON (schemas/trace.schema.json describes it)::
 
     version: 1
     models: [encoder, decoder]     # names for the BUNDLE arguments, in order

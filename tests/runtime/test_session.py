@@ -124,3 +124,12 @@ def test_shipped_traces_parse():
     for path in sorted((Path(__file__).parent.parent.parent / "examples" / "traces").glob("*.yaml")):
         trace = load_trace(path)
         assert trace.calls() > 100, path
+
+
+def test_shipped_traces_follow_the_schema():
+    import jsonschema
+
+    from mlcc.bundle.schemas import load_schema
+    for path in sorted((Path(__file__).parent.parent.parent / "examples" / "traces").glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), load_schema("trace"))
+    jsonschema.validate(TRACE, load_schema("trace"))
