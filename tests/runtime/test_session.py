@@ -6,6 +6,8 @@ tests/data/models/gpt2_kv_dyn_tiny.onnx (a 2-layer decoder, past length symbolic
 
     python tools/gpt2_export.py tests/data/models/gpt2_kv_dyn_tiny.onnx --kv-cache --dynamic --layers 2 \\
         --embd 32 --heads 2 --vocab 256 --positions 64 --seq 1 --past 4
+
+and its .ref.npz (a call with 5 cached tokens, for the importer's zoo test) by onnxruntime.
 """
 
 from __future__ import annotations
