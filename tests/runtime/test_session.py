@@ -2,12 +2,11 @@
 calls. The outputs are checked against onnxruntime (each request's caches carried by hand), and the bytes the
 runtime copies (counted in the runtime, from its copies) against the simulator's count for the same policy.
 
-tests/data/models/gpt2_kv_dyn_tiny.onnx (a 2-layer decoder, past length symbolic) is made with
+tests/data/kv/gpt2_kv_dyn_tiny.onnx (a 2-layer decoder, past length symbolic; not in tests/data/models, whose
+every model the zoo tests compile without sizes for its symbols) is made with
 
-    python tools/gpt2_export.py tests/data/models/gpt2_kv_dyn_tiny.onnx --kv-cache --dynamic --layers 2 \\
+    python tools/gpt2_export.py tests/data/kv/gpt2_kv_dyn_tiny.onnx --kv-cache --dynamic --layers 2 \\
         --embd 32 --heads 2 --vocab 256 --positions 64 --seq 1 --past 4
-
-and its .ref.npz (a call with 5 cached tokens, for the importer's zoo test) by onnxruntime.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from mlcc.runtime.session import Session
 from mlcc.runtime.simulate import simulate_bundles
 from mlcc.runtime.traces import TraceError, load_trace, parse_trace
 
-DATA = Path(__file__).parent.parent / "data" / "models"
-KV = DATA / "gpt2_kv_dyn_tiny.onnx"
+KV = Path(__file__).parent.parent / "data" / "kv" / "gpt2_kv_dyn_tiny.onnx"
 CACHES = ["past_key_0", "past_value_0", "past_key_1", "past_value_1"]
 
 TRACE = {"version": 1, "models": ["lm", "dec"], "budget": "60%", "events": [
