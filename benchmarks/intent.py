@@ -68,8 +68,8 @@ def traces() -> dict[str, Trace]:
     decode = Trace(["decoder"], events=_serve(REQUESTS, None, "decoder"))
     two = Trace(["encoder", "decoder"], events=_serve(REQUESTS, "encoder", "decoder"))
     n = len(decode.events)
-    drop = Trace(["decoder"], events=decode.events[:n // 3] + [("budget", "75%")] + decode.events[n // 3:2 * n // 3]
-                 + [("budget", "100%")] + decode.events[2 * n // 3:])
+    drop = Trace(["decoder"], "50%", decode.events[:n // 3] + [("budget", "37.5%")] + decode.events[n // 3:2 * n // 3]
+                 + [("budget", "50%")] + decode.events[2 * n // 3:])
     return {"decode": decode, "two_models": two, "budget_drop": drop}
 
 
@@ -78,7 +78,7 @@ def write_traces() -> None:
     TRACES.mkdir(parents=True, exist_ok=True)
     head = {"decode": "# Decode with growing KV caches: 6 requests, prompts fed one token per call, round robin.\n",
             "two_models": "# An image encoder and a KV-cache decoder on one device: encoder once per request.\n",
-            "budget_drop": "# The decode trace; the budget falls to 75% of itself for the middle third.\n"}
+            "budget_drop": "# The decode trace at a 50% budget that falls to 37.5% for the middle third.\n"}
     for name, tr in traces().items():
         text = head[name] + "# Written by benchmarks/intent.py --write-traces.\n" + yaml.safe_dump(tr.to_json(), sort_keys=False)
         (TRACES / f"{name}.yaml").write_text(text)
@@ -90,8 +90,8 @@ def load(name: str) -> Trace:
 
 
 def scaled(trace: Trace, pct: int) -> Trace:
-    """A budget_drop trace's relative budgets made absolute percentages of the footprint at ``pct``."""
-    events = [e if not isinstance(e, tuple) else ("budget", f"{pct * float(e[1][:-1]) / 100:g}%") for e in trace.events]
+    """The budget_drop trace (written for 50%) at ``pct``: each budget event scaled by pct / 50."""
+    events = [e if not isinstance(e, tuple) else ("budget", f"{pct * float(e[1][:-1]) / 50:g}%") for e in trace.events]
     return Trace(trace.models, trace.budget, events)
 
 
