@@ -1,24 +1,26 @@
-"""Running a bundle under a device-memory budget: weights stream from host memory as intent.json plans.
+"""Running a bundle under a device-memory budget: the residency engine (the simulator's) moves the weights.
 
-The streamed run must give bit-identical outputs to the unbudgeted one (the same kernels read the same
-bytes, only from a staging pool), hold no more device memory than the budget, and never let two copies
-whose step intervals overlap share staging bytes.
+The budgeted run must give bit-identical outputs to the unbudgeted one (the same kernels read the same
+bytes, only from allocations the engine manages), never hold more item bytes than the budget leaves after
+the fixed ones, and copy exactly the bytes the simulator counts for the same policy.
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
 
 import mlcc
-from mlcc.runtime import BundleError
 from mlcc.bundle.memory import footprint, parse_budget
+from mlcc.runtime import BundleError
 from mlcc.runtime.device import StreamHazardError
+from mlcc.runtime.policies import BASELINES
 from mlcc.runtime.sim import SimDevice
-from mlcc.runtime.streaming import WeightStreamer, plan_streaming
+from mlcc.runtime.simulate import load_models, simulate
+from mlcc.runtime.streaming import ItemStore
+from mlcc.runtime.workload import Workload
 
 
 @pytest.fixture(scope="module")
@@ -40,33 +42,36 @@ def test_streamed_run_is_bit_identical_and_within_budget(gpt2, budget):
     bundle, inputs, expected = gpt2
     full = mlcc.load(bundle).run(inputs)
     exe = mlcc.load(bundle, hbm_budget=budget)
-    plan = exe.streamer.plan
+    engine = exe.streamer.store.engine
     manifest, _ = _manifest_and_intent(bundle)
-    assert plan.streamed and plan.device_bytes <= parse_budget(budget, footprint(manifest)) < footprint(manifest)
+    assert engine.work.footprint() == footprint(manifest)  # one footprint: what mlcc.load allocates
     got = exe.run(inputs)
     for name in full:
         np.testing.assert_array_equal(got[name], full[name])
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-3, atol=1e-4)
-    again = exe.run(inputs)  # the pool is reused run after run
+    again = exe.run(inputs)  # the items are moved run after run
     for name in full:
         np.testing.assert_array_equal(again[name], full[name])
+    assert exe.streamer.store.copied_bytes > 0
+    assert engine.work.fixed + engine.stats.peak_resident <= parse_budget(budget, footprint(manifest))
 
 
-@pytest.mark.parametrize("budget", ["90%", "70%", "50%"])
-def test_staging_slots_never_overlap_while_both_are_live(gpt2, budget):
-    manifest, intent = _manifest_and_intent(gpt2[0])
-    plan = plan_streaming(manifest, intent, parse_budget(budget, footprint(manifest)))
-    schedule = manifest["schedule"]
-    for step, launch in enumerate(schedule):  # every streamed weight a step reads is fetched for that step
-        for arg in launch["args"]:
-            if arg in plan.streamed:
-                assert any(f.weight == arg and f.use == step for f in plan.fetches), (arg, step)
-    for i, a in enumerate(plan.fetches):
-        assert 0 <= a.start <= a.use < len(schedule) and a.offset + a.nbytes <= plan.pool_bytes
-        for b in plan.fetches[i + 1:]:
-            if a.start <= b.use and b.start <= a.use:
-                assert a.offset + a.nbytes <= b.offset or b.offset + b.nbytes <= a.offset, (a, b)
-    assert set(plan.resident) | set(plan.streamed) == {w["name"] for w in manifest["weights"]["tensors"]}
+@pytest.mark.parametrize("policy", ["intent", *BASELINES])
+def test_runtime_copies_the_bytes_the_simulator_counts(gpt2, policy):
+    """Counted in the runtime, from the copies it makes; simulated by a separate engine over a workload built
+    from the bundle's files."""
+    bundle, inputs, expected = gpt2
+    exe = mlcc.load(bundle, hbm_budget="60%", policy=policy)
+    for _ in range(3):
+        got = exe.run(inputs)
+    for name, want in expected.items():
+        np.testing.assert_allclose(got[name], want, rtol=1e-3, atol=1e-4)
+    work = Workload(load_models([bundle], [bundle.name]))
+    for _ in range(3):
+        work.add_call(bundle.name)
+    sim = simulate(work, "60%", policy)
+    assert exe.streamer.store.copied_bytes == sim.bytes_moved > 0
+    assert exe.streamer.store.preload_bytes == sim.preload_bytes
 
 
 def test_a_budget_too_small_is_a_clear_error(gpt2):
@@ -112,7 +117,7 @@ def test_streamed_sim_run_is_bit_identical_to_the_unbudgeted_sim_run(gpt2_sm90, 
     bundle, inputs = gpt2_sm90
     full = mlcc.load(bundle, device="sim:sm_90").run(inputs)
     exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget=budget)
-    assert exe.streamer.plan.streamed and exe.streamer.copy_stream.name == "copy"
+    assert exe.streamer.store.copy_stream.name == "copy"
     for _ in range(2):  # the pool (and the copy stream's events) are reused run after run
         got = exe.run(inputs)
         for name in full:
@@ -120,45 +125,40 @@ def test_streamed_sim_run_is_bit_identical_to_the_unbudgeted_sim_run(gpt2_sm90, 
 
 
 def test_a_dropped_event_wait_is_a_hazard_naming_the_step_the_buffer_and_the_copy(gpt2_sm90, monkeypatch):
-    """The compute stream skips its waits at the first step that reads a streamed weight: the kernel would
-    read a staging slot its copy may not have filled yet."""
+    """The compute stream skips its waits for the weights' copies: a kernel would read bytes a copy may not
+    have written yet (a wait for a later copy on the same stream would cover an earlier one, so all are
+    skipped)."""
     bundle, inputs = gpt2_sm90
     exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
-    step = min(exe.streamer.plan.uses)
-    weight = exe.streamer.plan.uses[step][0].weight
-    real_wait = WeightStreamer.wait_for_copy
-
-    def wait_for_copy(self, f):
-        if f.use != step:
-            real_wait(self, f)
-    monkeypatch.setattr(WeightStreamer, "wait_for_copy", wait_for_copy)
-    kernel = exe.records.schedule[step].kernel
-    with pytest.raises(StreamHazardError, match=re.escape(
-            f"sim:sm_90: step {step} ({kernel}) reads buffer '{weight}' before the compute stream waited for "
-            f"the event of the copy of '{weight}' for step {step} on stream 'copy'")):
+    real_wait = ItemStore.wait_for_copy
+    monkeypatch.setattr(ItemStore, "wait_for_copy", lambda self, key, ev: None)
+    with pytest.raises(StreamHazardError, match=r"reads buffer '(.*)' before the compute stream waited for the "
+                                                r"event of the copy of '.*:w:\1' on stream 'copy'"):
         exe.run(inputs)
-    monkeypatch.setattr(WeightStreamer, "wait_for_copy", real_wait)
-    exe.run(inputs)  # with the waits, the same executable runs
-
-
-def test_a_copy_that_does_not_wait_for_the_slots_last_reader_is_a_hazard(gpt2_sm90, monkeypatch):
-    """The copy stream skips its waits on the compute stream: a copy into a reused staging slot could
-    overwrite a weight an earlier step is still reading."""
-    bundle, inputs = gpt2_sm90
-    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
-    fetches = exe.streamer.plan.fetches
-    assert any(a.offset == b.offset and a.use < b.start for a in fetches for b in fetches)  # a slot is reused
-    device = exe.backend
-    real_wait = device.wait
-    monkeypatch.setattr(device, "wait", lambda stream, event: None if stream.name == "copy" else real_wait(stream, event))
-    with pytest.raises(StreamHazardError, match=r"copy of '.*' for step \d+ on stream 'copy' overwrites the bytes "
-                                                r"of buffer '.*' that step \d+ \(.*\) on stream 'compute' uses"):
-        exe.run(inputs)
+    monkeypatch.setattr(ItemStore, "wait_for_copy", real_wait)
+    assert exe.streamer.store.pending  # the copies whose waits were skipped
 
 
 def test_streaming_from_pageable_host_memory_is_a_hazard(gpt2_sm90, monkeypatch):
     bundle, inputs = gpt2_sm90
     monkeypatch.setattr(SimDevice, "pin", lambda self, host: host)  # the weights are never pinned
-    exe = mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%")
-    with pytest.raises(StreamHazardError, match="reads pageable host memory"):
-        exe.run(inputs)
+    with pytest.raises(StreamHazardError, match="reads pageable host memory"):  # at load: the first placement
+        mlcc.load(bundle, device="sim:sm_90", hbm_budget="50%").run(inputs)
+
+
+def test_a_trace_with_a_budget_drop_on_sim_copies_what_the_simulator_counts(gpt2_sm90):
+    """The CUDA path's streams and events (simulated), several calls, the budget cut mid-trace."""
+    from mlcc.runtime.session import Session
+    from mlcc.runtime.simulate import simulate_bundles
+    from mlcc.runtime.traces import parse_trace
+    bundle, inputs = gpt2_sm90
+    full = mlcc.load(bundle, device="sim:sm_90").run(inputs)
+    trace = parse_trace({"version": 1, "models": ["lm"], "events": [
+        {"call": "lm", "repeat": 2}, {"budget": "55%"}, {"call": "lm", "repeat": 2}]})
+    session = Session({"lm": bundle}, device="sim:sm_90", hbm_budget="80%", policy="intent", trace=trace)
+    for _ in range(4):
+        got = session.call("lm", inputs)
+        for name in full:
+            np.testing.assert_array_equal(got[name], full[name])
+    sim = simulate_bundles([bundle], trace, "80%", ["intent"], bound=False)
+    assert session.copied_bytes == sim["policies"]["intent"]["bytes_moved"] > 0

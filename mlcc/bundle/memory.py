@@ -1,14 +1,14 @@
 """Device memory a bundle needs, and the budgets users give for it (``--hbm-budget``: bytes, with a unit or not, or a percentage).
 
-Two footprints, for two questions: ``footprint(manifest)`` is what the runtime allocates with every weight
-resident (the arena, the inputs and outputs at their largest sizes, each weight aligned);
-``intent_footprint(intent)`` is the sum of every buffer intent.json lists, each on its own (what
-``mlcc simulate`` replays: buffers move one by one, there is no arena).
+One footprint: ``footprint(manifest)`` is what the runtime allocates with every weight resident (the arena,
+the inputs and outputs at their largest sizes, each weight aligned); budgets given as a percentage are of it,
+in ``mlcc.load`` and in ``mlcc simulate`` alike (a trace's footprint adds the KV caches alive at its busiest
+step: mlcc/runtime/workload.py).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from mlcc.bundle.dtypes import numpy_dtype
 from mlcc.bundle.layout import align
@@ -32,10 +32,12 @@ def largest_sizes(manifest: Mapping[str, Any]) -> dict[str, int]:
     return {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
 
 
-def fixed_bytes(manifest: Mapping[str, Any]) -> int:
-    """Device bytes that never stream: the arena, and the inputs and outputs at their largest."""
+def fixed_bytes(manifest: Mapping[str, Any], exclude: Collection[str] = ()) -> int:
+    """Device bytes that never stream: the arena, and the inputs and outputs at their largest (but those whose
+    buffers are in ``exclude``: KV caches a session keeps as items of their own, mlcc/runtime/workload.py)."""
     largest = largest_sizes(manifest)
-    io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"])
+    io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"]
+             if s["buffer"] not in exclude)
     return manifest["memory_plan"]["arena_bytes"] + io
 
 
@@ -43,11 +45,6 @@ def footprint(manifest: Mapping[str, Any]) -> int:
     """Device bytes the bundle needs with every weight resident."""
     weights = sum(align(w["bytes"]) for w in manifest["weights"]["tensors"])
     return weights + fixed_bytes(manifest)
-
-
-def intent_footprint(intent: Mapping[str, Any]) -> int:
-    """The bytes of every buffer intent.json lists, each counted on its own."""
-    return sum(b["bytes"] for b in intent["buffers"])
 
 
 UNITS = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,

@@ -23,9 +23,9 @@ class KvCache:
 
     input: str                    # the input's name
     output_index: int             # the entry output that returns the extended cache
-    token_range: list[int]        # [start, stop) of the step's tokens along axis in the concatenation
+    token_range: list[int | str]  # [start, stop) of the step's tokens along axis (sizes: ints or expressions)
     axis: int
-    present_tokens: list[int]     # [0, tokens) of the returned cache
+    present_tokens: list[int | str]  # [0, tokens) of the returned cache
 
 
 @dataclass

@@ -24,7 +24,7 @@ import numpy as np
 
 from mlcc.bundle.dtypes import as_dtype, numpy_dtype, torch_dtype
 from mlcc.bundle.errors import BundleError
-from mlcc.bundle.layout import align, from_physical, to_physical
+from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
 from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
 from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
@@ -33,7 +33,10 @@ from mlcc.runtime.cuda import CudaDevice
 from mlcc.runtime.device import Device, gpu_grid
 from mlcc.runtime.interpreter import CpuDevice
 from mlcc.runtime.sim import SimDevice, sim_targets
-from mlcc.runtime.streaming import StreamingError, WeightStreamer, plan_streaming
+from mlcc.runtime.policies import make_policy
+from mlcc.runtime.residency import Engine
+from mlcc.runtime.streaming import ItemStore, ModelBinding, minimum_budget
+from mlcc.runtime.workload import Model, Workload
 
 __all__ = ["BundleError", "Executable", "load"]
 
@@ -98,52 +101,65 @@ def read_manifest(path: Path) -> tuple[dict[str, Any], Manifest]:
 class Executable:
     """A loaded bundle. ``run({input name: array}) -> {output name: array}``."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> None:
+    def __init__(self, path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None,
+                 policy: str = "intent", _session: Any = None) -> None:
         self.path = Path(path)
         self.manifest, m = read_manifest(self.path)  # the JSON (for callers), and the records this class reads
         self.records = m
-        self.backend = open_device(device, m.kernels)
+        self.backend = _session[2] if _session is not None else open_device(device, m.kernels)
         self.device = device
         self._kernels: dict[str, KernelEntry] = {k.name: k for k in m.kernels}
         self._fns: dict[str, Any] = {}
         self._arch = self.backend.arch
         self._static: dict[str, Any] = {}
-        self.streamer = None
+        self.streamer: ModelBinding | None = None  # under a budget: binds the engine's items to the steps
+        self._name = self.path.name
+        self._workload: Workload | None = None
         with self.backend.guard():
             self._arena = self.backend.alloc(m.memory_plan.arena_bytes, zero=True)
             weights_path = self.path / m.weights.file
-            if hbm_budget is None:
+            if _session is not None:
+                self._name = _session[0]
+                self.streamer = _session[1]
+            elif hbm_budget is None:
                 self._weights = self.backend.upload(torch_bytes(weights_path))
                 for w in m.weights.tensors:
                     self._static[w.name] = self._view(self._weights, w.offset, w.bytes, w.spec.numpy_dtype)
             else:
-                self._load_streaming(weights_path, hbm_budget)
+                self._load_streaming(weights_path, hbm_budget, policy)
             for b in m.memory_plan.buffers:
                 self._static[b.name] = self._view(self._arena, b.offset, b.bytes, b.spec.numpy_dtype)
 
-    def _load_streaming(self, weights_path: Path, hbm_budget: int | str) -> None:
-        """Resident weights packed on the device, the rest in pinned host memory, streamed per intent.json."""
-        m = self.manifest
+    def _load_streaming(self, weights_path: Path, hbm_budget: int | str, policy: str) -> None:
+        """Every weight an item of a one-model workload: the residency engine places what fits at load time and
+        moves the rest, run after run, as ``policy`` decides (mlcc/runtime/streaming.py)."""
         try:
             intent = json.loads((self.path / "intent.json").read_text())
-            plan = plan_streaming(m, intent, parse_budget(hbm_budget, footprint(m)))
         except FileNotFoundError:
             raise BundleError(f"{self.path}: no intent.json, which a memory budget needs") from None
-        except (StreamingError, BudgetSpecError) as e:
+        model = Model.of(self._name, self.manifest, intent, manage_kv=False)
+        work = Workload({self._name: model})
+        try:
+            engine = Engine(work, make_policy(policy), hbm_budget, link_bandwidth_of(intent), footprint(self.manifest))
+        except (BudgetSpecError, ValueError) as e:
             raise BundleError(f"{self.path}: {e}") from None
+        least = minimum_budget(engine)
+        if parse_budget(hbm_budget, footprint(self.manifest)) < least:
+            raise BundleError(f"{self.path}: a device memory budget of {parse_budget(hbm_budget, footprint(self.manifest))} "
+                              f"bytes is too small for this bundle: it needs at least {least} (arena, inputs and "
+                              f"outputs {work.fixed}, and the weights its largest step reads)")
+        store = ItemStore(engine, self.backend)
         host = self.backend.pin(torch_bytes(weights_path))
-        tensors = {w.name: w for w in self.records.weights.tensors}
-        resident = self.backend.alloc(plan.resident_bytes)
-        offset = 0
-        for name in plan.resident:
-            w = tensors[name]
-            resident[offset:offset + w.bytes].copy_(host[w.offset:w.offset + w.bytes])
-            self._static[name] = self._view(resident, offset, w.bytes, w.spec.numpy_dtype)
-            offset += align(w.bytes)
-        self._weights = resident
-        host_views = {n: self._view(host, tensors[n].offset, tensors[n].bytes, tensors[n].spec.numpy_dtype)
-                      for n in plan.streamed}
-        self.streamer = WeightStreamer(plan, host_views, self.backend)
+        for w in self.records.weights.tensors:
+            key = f"{self._name}:w:{w.name}"
+            if key in work.items:
+                store.host[key] = host[w.offset:w.offset + w.bytes]
+            else:  # a weight no step reads (or an empty one): stays resident, as it costs nothing to keep
+                self._static[w.name] = self._view(self.backend.upload(host[w.offset:w.offset + w.bytes].clone()), 0,
+                                                  w.bytes, w.spec.numpy_dtype)
+        store.preload()
+        self._workload = work
+        self.streamer = ModelBinding(self._name, store, {w.name: w.spec.numpy_dtype for w in self.records.weights.tensors}, {})
 
     @staticmethod
     def _view(base, offset: int, nbytes: int, dtype_name: str):
@@ -205,20 +221,33 @@ class Executable:
         return out
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Outputs for ``inputs``. Under a budget each run is one more call of the engine's workload."""
+        if self._workload is not None:
+            self._workload.add_call(self._name)
+        return self._run(inputs)
+
+    def _run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         m = self.records
         arrays = self._check_inputs(inputs)
         env = self._bind_symbols(arrays)
         device = self.backend
+        managed = self.streamer.managed if self.streamer is not None else set()  # KV caches a session keeps
         with device.guard():
             buffers = dict(self._static)
             for s in m.inputs:
+                if s.buffer in managed:
+                    continue
                 phys = to_physical(arrays[s.name], s.spec.layout)
                 buffers[s.buffer] = _typed(device.upload(_host_bytes(phys)), s.spec.numpy_dtype)
             out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
             for s in m.outputs:
+                if s.buffer in managed:
+                    continue
                 n = int(np.prod(out_dims[s.name], dtype=np.int64))
                 nbytes = n * numpy_dtype(s.spec.numpy_dtype).itemsize
                 buffers[s.buffer] = _typed(device.alloc(nbytes)[:nbytes], s.spec.numpy_dtype)
+            if self.streamer is not None:
+                self.streamer.begin_call(buffers)
             for step, launch in enumerate(m.schedule):
                 k = self._kernels[launch.kernel]
                 fn = self._function(launch.kernel)
@@ -231,6 +260,8 @@ class Executable:
             device.synchronize()
             result = {}
             for s in m.outputs:
+                if s.buffer in managed:
+                    continue
                 flat = _to_numpy(device.download(buffers[s.buffer]), numpy_dtype(s.spec.numpy_dtype))
                 # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
                 result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
@@ -249,7 +280,13 @@ def _show(env: Mapping[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
-def load(path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None) -> Executable:
+def link_bandwidth_of(intent: Mapping[str, Any]) -> float:
+    return float(intent["device_model"]["host_link_bandwidth"])
+
+
+def load(path: str | Path, device: str = "cpu", hbm_budget: int | str | None = None,
+         policy: str = "intent") -> Executable:
     """A loaded bundle. ``hbm_budget`` (bytes, or a percentage of the bundle's footprint such as "50%")
-    caps the device memory it holds: weights beyond it stream from host memory as intent.json plans."""
-    return Executable(path, device, hbm_budget)
+    caps the device memory it holds: weights beyond it move between host and device memory as ``policy``
+    decides (mlcc/runtime/policies.py: intent, lru, static, fnu), the plan ``mlcc simulate`` models."""
+    return Executable(path, device, hbm_budget, policy)

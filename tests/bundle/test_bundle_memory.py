@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mlcc.bundle.layout import ALIGNMENT, align, from_physical, to_physical
-from mlcc.bundle.memory import BudgetSpecError, fixed_bytes, footprint, intent_footprint, parse_budget
+from mlcc.bundle.memory import BudgetSpecError, fixed_bytes, footprint, parse_budget
 
 
 def _manifest() -> dict:
@@ -31,8 +31,8 @@ def test_footprint_counts_io_at_the_largest_sizes_and_aligned_weights():
     assert footprint(m) == fixed_bytes(m) + 256 + 256
 
 
-def test_intent_footprint_sums_every_buffer():
-    assert intent_footprint({"buffers": [{"bytes": 3}, {"bytes": 300}]}) == 303
+def test_fixed_bytes_leaves_out_the_buffers_a_session_keeps_as_items():
+    assert fixed_bytes(_manifest(), exclude={"p0"}) == 1024 + 512  # x's buffer is a KV cache kept on its own
 
 
 @pytest.mark.parametrize("spec, want", [(5000, 5000), ("5000", 5000), (" 1e3 ", 1000), ("50%", 500), ("12.5%", 125),

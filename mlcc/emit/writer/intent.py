@@ -5,24 +5,27 @@ All costs assume a device model (mlcc/emit/target/targets.py). Steps index the m
 - reuse_horizon: the smallest gap, in steps, between consecutive uses. Persistent buffers
   (weights, constants, KV cache) wrap into the next inference, so a weight used once per
   inference has the schedule's length; a transient buffer used once has none (null).
-- eviction_cost (microseconds): the cheapest way back. Weights, constants, inputs and the KV cache
-  are reloaded over the host link; an activation is either written out and read back (two
+- eviction_cost (microseconds): the cheapest way back. Weights, constants, inputs and a past KV cache
+  are reloaded over the host link; a present KV cache (produced on the device) is written out and read back; an activation is either written out and read back (two
   transfers) or recomputed by re-running its producer, whichever the model says is cheaper.
 - tier_preference: L2 for a small buffer reused within two steps, HOST for a persistent buffer
   whose reload hides under the compute between its uses, HBM otherwise.
 - fallback_policy: RELOAD, RECOMPUTE, or NONE (outputs: never evicted).
 - prefetch: for each step, the evictable buffers to start fetching then so that they arrive
   before their next use, given the modeled time of the kernels in between.
+- kv_caches (bundles with a KV cache only): each past input paired with the present output that extends
+  it, the token axis and the bytes one token adds: what a runtime keeping requests' caches between calls
+  needs to know how each request's cache grows and which call's output is the next call's input.
 """
 
 from __future__ import annotations
 
 import re
 
-from mlcc.bundle.intent import PERSISTENT, Intent, IntentBuffer, Prefetch
+from mlcc.bundle.intent import PERSISTENT, Intent, IntentBuffer, KvCacheEntry, Prefetch
 from mlcc.emit.target.targets import DeviceModel
 from mlcc.hlo.buffer_assignment import Buffer, BufferPlan
-from mlcc.hlo.ir import Instruction
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction
 
 _LAYER = re.compile(r"(?:^|[/._])(?:h|layer|layers|block|blocks|blk)[._]?(\d+)(?=$|[/._])")
 
@@ -81,7 +84,9 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
         persistent = cls in PERSISTENT
         horizon = _reuse_horizon(b, n_steps, persistent)
         reload_us = device.transfer_seconds(b.bytes) * 1e6
-        if cls == "OUTPUT":
+        if cls == "KV_CACHE" and b.name in producer_step:
+            cost, policy = 2 * reload_us, "RELOAD"  # produced on the device: written out, then read back
+        elif cls == "OUTPUT":
             cost, policy = reload_us, "NONE"
         elif cls == "ACTIVATION" and b.name in producer_step:
             recompute_us = seconds[producer_step[b.name]] * 1e6
@@ -105,7 +110,32 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
             layer_range=[min(layers), max(layers)] if layers else None,
             token_range=kv_cache.get(b.name)))
     return Intent(device_model=device.to_json(), steps=n_steps, step_seconds=[float(f"{s:.9g}") for s in seconds],
-                  buffers=entries, prefetch=prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)))
+                  buffers=entries, prefetch=prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)),
+                  kv_caches=kv_cache_pairs(plan, launches, kv_cache, names))
+
+
+def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv_cache: dict[str, list],
+                   names: dict[str, list[str]]) -> list[KvCacheEntry]:
+    """Each past cache (an input) and the present cache (an output) the kernel that reads it produces."""
+    pairs = []
+    for inst, _ in launches:
+        present = plan.value_buffer[inst.name]
+        if present not in kv_cache or plan.buffers[present].tensor_class != "OUTPUT":
+            continue
+        for o in inst.operands:
+            past = plan.value_buffer[o.name]
+            if past not in kv_cache or plan.buffers[past].tensor_class != "INPUT":
+                continue
+            shape = plan.buffers[present].shape
+            stop = kv_cache[present][1]
+            axis = next((i for i, d in enumerate(shape.dims) if d == stop), len(shape.dims) - 2)
+            per_token = DTYPE_BYTES[shape.dtype]
+            for i, d in enumerate(shape.dims):
+                per_token *= d if i != axis else 1
+            layers = layer_of(names.get(past, []))
+            pairs.append(KvCacheEntry(past, present, axis, per_token, kv_cache[past][1], stop,
+                                      min(layers) if layers else None))
+    return sorted(pairs, key=lambda k: k.past)
 
 
 def _hidden(b: Buffer, seconds: list[float], device: DeviceModel) -> bool:
