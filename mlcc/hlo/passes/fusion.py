@@ -17,7 +17,9 @@ Decisions, made consumer first (reverse post-order), per producer-consumer edge:
   (a broadcast of a small value, an iota, a scalar constant) is duplicated into each consumer;
   an expensive producer with other users is never duplicated;
 - at most one reduction or contraction per fusion (except the two above), contraction operands are
-  read as they are (their producers stay separate kernels), and limits on parameters and size keep the
+  read as they are (their producers stay separate kernels), except a dot's weight (B) operand computed
+  from constants alone (a packed 4-bit weight's unpack, zero point and scale: weight_prologue_cone),
+  which the dot's kernel computes as it loads its B tiles; limits on parameters and size keep the
   tile's registers in check.
 Parameters are numbered in the order a walk from the root first reads them, so fusions computing the
 same thing on same-shaped inputs are the same kernel.
@@ -59,6 +61,7 @@ class Group:
     cone: set[int] = field(default_factory=set)  # members that attention's q, k, v are views of
     second: Instruction | None = None           # a second convolution accumulated over the same output tile
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
+    prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
 
     def contains(self, inst: Instruction) -> bool:
         return any(m is inst for m in self.members)
@@ -255,6 +258,11 @@ class Fusion(Pass):
                             group.cone.discard(id(p))
                             self._explain(p, inst, reason)
                         continue
+                    if inst.opcode == "dot" and i == 1 and group.heavy is inst:
+                        reason = self._weight_prologue(group, p, owner, outputs)
+                        if reason is not None:
+                            self._explain(p, inst, f"not computed in the dot's weight loads: {reason}")
+                        continue
                     self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
                                            "(no prologue fusion into its operand loads)")
                 continue
@@ -337,6 +345,32 @@ class Fusion(Pass):
                         self._explain(q, p, reason)
         return None
 
+    def _weight_prologue(self, group: Group, p: Instruction, owner: dict[int, Group],
+                         outputs: set[int]) -> str | None:
+        """Merge the chain computing the dot's weight operand p into the group, computed as the kernel loads
+        its B tiles, or say why not (see weight_prologue_cone)."""
+        dot = group.heavy
+        if group.kind != "output" or group.second is not None:
+            return "the output tile already holds another contraction"
+        cone, why = weight_prologue_cone(dot, p, self.ranges)
+        if why is not None:
+            return why
+        members = [m for m in cone if m.opcode != "constant" or "ref" not in m.attrs]
+        if any(id(m) in owner for m in members if not _cheap(m, self.ranges)):
+            return "part of its chain is already fused elsewhere"
+        trial = Group(group.root, group.kind, group.members + members, dot)
+        if len(_operands_outside(trial)) > MAX_PARAMETERS:
+            return f"the fusion would read more than {MAX_PARAMETERS} buffers"
+        if len(trial.members) > MAX_INSTRUCTIONS:
+            return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
+        inside = {id(m) for m in members} | {id(dot)}
+        for m in members:
+            group.members.append(m)
+            group.prologue.add(id(m))
+            if all(id(u) in inside for u in m.users) and id(m) not in outputs:
+                owner[id(m)] = group  # a cheap one used elsewhere too is duplicated, not owned
+        return None
+
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
         self.explanations.append(f"%{producer.name} -> %{consumer.name}: {reason}")
 
@@ -390,6 +424,49 @@ def _canonical_order(g: Group) -> tuple[list[Instruction], list[Instruction]]:
             done.add(id(inst))
             order.append(inst)
     return order, params
+
+
+PROLOGUE_OPS = LOOP_OPS - ops_with("indexed_read") - {"dynamic-slice", "size"}
+
+
+def weight_prologue_cone(dot: Instruction, w: Instruction, ranges: Ranges) -> tuple[list[Instruction], str | None]:
+    """The instructions computing a dot's weight operand w from constants alone (w first), which the dot's
+    kernel may compute as it loads its B tiles so the computed weight never reaches memory: a dequantization
+    of packed 4-bit weights (byte broadcast, shift, mask, convert, zero point and scale per block), an int8 or
+    f16 weight converted, any chain of elementwise ops, converts and reindexing views whose leaves are
+    constants. Refused (with why) unless every member is such a loop op used only inside the chain or cheap
+    to recompute, the dot has one rhs contracting dim and no batch dims, and the constants read are fewer
+    bytes than the weight they compute (else reading the weight as it is costs less)."""
+    if dot.opcode != "dot" or dot.attrs["rhs_batch_dims"] or len(dot.attrs["rhs_contracting_dims"]) != 1:
+        return [], "only a dot without batch dims and with one contracting dim computes its weight in its loads"
+    if w.opcode not in PROLOGUE_OPS:
+        return [], f"{w.opcode} is not a loop op"
+    cone: list[Instruction] = []
+    seen: set[int] = set()
+    work = [w]
+    leaf_bytes = 0
+    while work:
+        x = work.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode == "constant":
+            cone.append(x)
+            leaf_bytes += _bytes(x, ranges) if "ref" in x.attrs else 0
+            continue
+        if x.opcode not in PROLOGUE_OPS or x.shape.is_tuple or not x.shape.is_static:
+            return [], f"%{x.name} ({x.opcode}) is not a loop op on constants"
+        cone.append(x)
+        work.extend(x.operands)
+    ids = seen | {id(dot)}
+    for x in cone:
+        if x is not w and x.opcode != "constant" and not all(id(u) in ids for u in x.users) and not _cheap(x, ranges):
+            return [], f"%{x.name} ({x.opcode}) has users outside the weight's chain"
+    if w.users and not all(u is dot for u in w.users):
+        return [], f"%{w.name} has users other than the dot"
+    if leaf_bytes >= _bytes(w, ranges):
+        return [], f"its constants ({leaf_bytes} bytes) are no smaller than the weight ({_bytes(w, ranges)} bytes)"
+    return cone, None
 
 
 def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:
