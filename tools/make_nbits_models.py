@@ -1,7 +1,7 @@
 """Make the 4-bit (and 8-bit) weight-only test models in tests/data/models/nbits/.
 
 A LLaMA-style decoder with random weights, built with onnx.helper (2 layers, hidden 64, 4 heads, RMSNorm,
-causal attention without rotary, gated SiLU MLP, untied embedding and lm_head), then quantized with
+causal attention without rotary over a symbolic sequence length ``seq``, gated SiLU MLP, untied embedding and lm_head), then quantized with
 onnxruntime's MatMulNBitsQuantizer (RTN, QOperator format): every MatMul with a constant weight becomes a
 com.microsoft MatMulNBits. Variants: block 32 and 128, symmetric and asymmetric, 4 bits, and 8 bits at block
 32. One variant also quantizes the embedding table into a GatherBlockQuantized; the quantizer writes its data
@@ -65,11 +65,22 @@ def decoder() -> onnx.ModelProto:
     const("axes_last", np.array([-1], np.int64))
     const("eps", np.array(EPS, np.float32))
     dh = HIDDEN // HEADS
-    const("heads_shape", np.array([1, SEQ, HEADS, dh], np.int64))
-    const("merged_shape", np.array([1, SEQ, HIDDEN], np.int64))
+    const("heads_shape", np.array([1, -1, HEADS, dh], np.int64))
+    const("merged_shape", np.array([1, -1, HIDDEN], np.int64))
     const("attn_scale", np.array(1 / np.sqrt(dh), np.float32))
-    mask = np.triu(np.full((SEQ, SEQ), -1e9, np.float32), 1)
-    const("causal_mask", mask)
+    # the causal mask from the sequence length: -1e9 where the key comes after the query
+    const("zero_i", np.array(0, np.int64))
+    const("one_i", np.array(1, np.int64))
+    const("one_axis", np.array([1], np.int64))
+    const("neg", np.array(-1e9, np.float32))
+    const("zero_f", np.array(0, np.float32))
+    seq = node("Squeeze", [node("Slice", [node("Shape", ["input_ids"], "ids_shape"), "one_axis",
+                                          const("two_axis", np.array([2], np.int64))], "seq_1"), "zero_axis"], "seq")
+    const("zero_axis", np.array([0], np.int64))
+    pos = node("Range", ["zero_i", seq, "one_i"], "positions")
+    later = node("Greater", [node("Unsqueeze", [pos, "zero_axis"], "key_pos"),
+                             node("Unsqueeze", [pos, "one_axis"], "query_pos")], "key_after_query")
+    node("Where", [later, "neg", "zero_f"], "causal_mask")
     x = node("Gather", [weight("embed", (VOCAB, HIDDEN), 1.0), "input_ids"], "embedded", axis=0)
     for i in range(LAYERS):
         p = f"l{i}"
@@ -95,8 +106,8 @@ def decoder() -> onnx.ModelProto:
         x = node("Add", [x, down], f"{p}_res2")
     logits = node("MatMul", [rms_norm(x, "final_ln"), weight("lm_head", (HIDDEN, VOCAB), 0.125)], "logits")
     graph = helper.make_graph(nodes, "llama_tiny",
-                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, SEQ])],
-                              [helper.make_tensor_value_info(logits, TensorProto.FLOAT, [1, SEQ, VOCAB])], inits)
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "seq"])],
+                              [helper.make_tensor_value_info(logits, TensorProto.FLOAT, [1, "seq", VOCAB])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     onnx.checker.check_model(model)
     return model

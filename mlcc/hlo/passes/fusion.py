@@ -220,6 +220,12 @@ class Fusion(Pass):
             if len(g.members) > 1 and g.root.parent is comp:
                 self._materialize(module, comp, g)
                 changed = True
+            elif g.prologue and g.heavy is not None and g.heavy.parent is comp:
+                # the root was cheap and went into its consumers: the dot still computes its weight in its loads
+                chain = [m for m in g.members if id(m) in g.prologue and m.parent is comp]
+                self._materialize(module, comp, Group(g.heavy, "output", [g.heavy] + chain, g.heavy,
+                                                      prologue=g.prologue))
+                changed = True
         module.analyses.fusion_explanations = list(self.explanations)
         return changed
 

@@ -71,29 +71,43 @@ def _blocks_to_elements(b: Builder, v: Instruction, rows: tuple, blocks: int, bl
     return b.reshape(broadcast_in_dims(b, v, wide, list(range(r + 1))), tuple(rows) + (blocks * block_size,))
 
 
+def _take(b: Builder, x: Instruction, length: int) -> Instruction:
+    """x's first ``length`` elements along its last axis."""
+    if int(x.shape.dims[-1]) == length:
+        return x
+    rank = x.shape.rank
+    return b.op("slice", [x], start_indices=(0,) * rank, limit_indices=tuple(x.shape.dims[:-1]) + (length,),
+                strides=(1,) * rank)
+
+
 def dequantize_blocks(b: Builder, q: Instruction, scales: Instruction, zero: Instruction | None,
                       zero_packed: bool, bits: int, block_size: int, length: int, dtype: str) -> Instruction:
-    """Blocked dequantization along the last axis: q u8 [*rows, blocks * block_size] (unpacked), scales and
-    zero points [*rows, blocks] (zero points packed along the last axis when zero_packed); the result has
+    """Blocked dequantization along the last axis: q u8 [*rows, >= length] (unpacked), scales and zero
+    points [*rows, blocks] (zero points packed along the last axis when zero_packed); the result has
     ``length`` elements on the last axis (the padding of the last block dropped) and type dtype."""
     rows = tuple(q.shape.dims[:-1])
     blocks = int(scales.shape.dims[-1])
-    y = b.convert(q, dtype)
+    y = b.convert(_take(b, q, length), dtype)
     if zero is None:
         zp = b.splat(float(1 << (bits - 1)), dtype, rows + (blocks,))
     else:
         if zero_packed:
-            zero = unpack(b, zero, bits)
-            if int(zero.shape.dims[-1]) != blocks:
-                zero = b.op("slice", [zero], start_indices=(0,) * len(zero.shape.dims),
-                            limit_indices=rows + (blocks,), strides=(1,) * len(zero.shape.dims))
+            zero = _take(b, unpack(b, zero, bits), blocks)
         zp = b.convert(zero, dtype)
-    y = b.op("subtract", [y, _blocks_to_elements(b, zp, rows, blocks, block_size)])
-    y = b.op("multiply", [y, _blocks_to_elements(b, b.convert(scales, dtype), rows, blocks, block_size)])
-    if blocks * block_size != length:
-        y = b.op("slice", [y], start_indices=(0,) * len(y.shape.dims), limit_indices=rows + (length,),
-                 strides=(1,) * len(y.shape.dims))
-    return y
+    y = b.op("subtract", [y, _take(b, _blocks_to_elements(b, zp, rows, blocks, block_size), length)])
+    scale = _take(b, _blocks_to_elements(b, b.convert(scales, dtype), rows, blocks, block_size), length)
+    return b.op("multiply", [y, scale])
+
+
+def _packed_weight(b: Builder, node: OnnxNode, n: int, k: int, bits: int, row_bytes: int) -> Instruction:
+    """MatMulNBits's B as u8 [N, ceil(K * bits / 8)]: the blocks of a row are consecutive in k, so the bytes
+    of the last block's padding (K not a multiple of block_size) are dropped, never stored nor read."""
+    used = -(-k * bits // 8)
+    known = node.value(1)
+    if known is not None:
+        return b.constant(np.ascontiguousarray(known.reshape(n, row_bytes)[:, :used]), "u8",
+                          ref_hint=node.proto.input[1])
+    return _take(b, b.reshape(node.input(1), (n, row_bytes)), used)
 
 
 def _input_named(node: OnnxNode, i: int) -> str:
@@ -139,7 +153,7 @@ def import_matmul_nbits(b: Builder, node: OnnxNode) -> list[Result]:
                              f"(N={n}, {blocks} blocks{', packed' if zero_packed else ''})")
         zero = b.reshape(zero, (n, per_row))
     compute = "f64" if dtype == "f64" else "f32"
-    q = unpack(b, b.reshape(packed, (n, blocks * blob)), bits)
+    q = unpack(b, _packed_weight(b, node, n, k, bits, blocks * blob), bits)
     w = dequantize_blocks(b, q, b.reshape(scales, (n, blocks)), zero, zero_packed, bits, block_size, k,
                           compute)
     w = b.convert(w, dtype)
@@ -188,10 +202,6 @@ def import_gather_block_quantized(b: Builder, node: OnnxNode) -> list[Result]:
     rscales = b.op("gather", [scales, indices], axis=0)
     rzero = b.op("gather", [zero, indices], axis=0) if zero is not None else None
     q = unpack(b, rows, bits)
-    if blocks * block_size != length:  # a row of values not a whole number of blocks: pad it to whole blocks
-        q = b.op("pad", [q, b.splat(0, "u8")], edge_padding_low=(0,) * q.shape.rank,
-                 edge_padding_high=(0,) * (q.shape.rank - 1) + (blocks * block_size - length,),
-                 interior_padding=(0,) * q.shape.rank)
     compute = "f64" if dtype == "f64" else "f32"
     y = dequantize_blocks(b, q, rscales, rzero, True, bits, block_size, length, compute)
     return [b.convert(y, dtype)]
