@@ -32,22 +32,27 @@ def uses_tl_dot(dtype: str) -> bool:
 
 
 def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
-                   ranges: Ranges = NO_RANGES) -> dict:
+                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
-    the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates."""
+    the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates;
+    "weight_prologue" (only when set) says the kernel computes its B tiles (a packed weight dequantized in
+    the K loop)."""
     problem = {"m": upper(m, ranges), "n": upper(n, ranges), "k": upper(k, ranges), "batch": upper(batch, ranges),
                "dtype": dtype, "whole_rows": whole_rows}
+    if weight_prologue:
+        problem["weight_prologue"] = True
     if not all(isinstance(x, int) for x in (m, n, k, batch)):
         problem["sizes"] = (m, n, batch)
     return problem
 
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
-                  whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES) -> LaunchConfig:
+                  whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES,
+                  weight_prologue: bool = False) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
@@ -120,6 +125,8 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
         bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, 16, cap_k)
         bm, bn = _fill_device(m, n, p["batch"], bm, bn, target)
     stages = target.matmul_stages
+    if p.get("weight_prologue"):
+        bk, bn, stages = _weight_prologue_tiles(bk, bn, stages, WEIGHT_TILE if half else WEIGHT_TILE // 2)
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and stages > 1:
         stages -= 1
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > MIN_DOT_TILE:
@@ -128,6 +135,23 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
         bm //= 2
     warps = 8 if bm * bn >= target.eight_warps_area else 4
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, stages
+
+
+WEIGHT_TILE = 32 * 64   # elements of a B tile computed in the K loop: each index and nibble temporary is one
+WEIGHT_STAGES = 2        # register per element per 128 threads; deeper pipelines keep more tiles' loads live
+
+
+def _weight_prologue_tiles(bk: int, bn: int, stages: int, area: int) -> tuple[int, int, int]:
+    """A B tile computed from packed bytes in the K loop (unpack, zero point, scale) holds a dozen integer
+    and float temporaries of the tile's size in registers, and its loads are gathers the pipeliner cannot
+    turn into async copies: a [BLOCK_K, BLOCK_N] tile of at most WEIGHT_TILE elements and a shallow pipeline
+    keep it out of local memory (at 32 x 64, 4 stages, sm_90 spilled 500 bytes a thread; f32, whose FMA dot
+    holds more registers, 20 bytes at 2 stages: it gets half the area)."""
+    while bk * bn > area and bk > MIN_DOT_TILE:
+        bk //= 2
+    while bk * bn > area and bn > MIN_DOT_TILE:
+        bn //= 2
+    return bk, bn, min(stages, WEIGHT_STAGES)
 
 
 def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, target: Target) -> tuple[int, int]:

@@ -230,12 +230,13 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
-                                    ranges=io.ranges),
+                                    ranges=io.ranges, weight_prologue=weight is not None),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
-                                            ranges=io.ranges),
+                                            ranges=io.ranges, weight_prologue=weight is not None),
                   flops=2 * upper(batch, io.ranges) * upper(m, io.ranges) * upper(n, io.ranges) * upper(k, io.ranges)
                   + fused_flops + weight_flops,
-                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges)},
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
+                                                   weight is not None)},
                   scalars=io.symbols(),
                   body_ir=sections_ir(weight=weight, epilogue=fused))
 
