@@ -154,6 +154,27 @@ def _weight_prologue_tiles(bk: int, bn: int, stages: int, area: int) -> tuple[in
     return bk, bn, min(stages, WEIGHT_STAGES)
 
 
+SPLIT_K_SMS = 108        # SMs of sm_80 (A100), the fewer of the default targets': one IR serves every target
+SPLIT_K_MIN_SLICE = 256  # K elements a slice keeps at least: several BLOCK_K steps a program
+MAX_SPLIT_K = 16
+DECODE_ROWS = 16         # split-K only for decode-sized products (at most this many rows)
+
+
+def split_k_slices(m: int, n: int, k: int, dtype: str) -> int:
+    """How many slices of K a decode-sized dot that computes its weight in the K loop is split into
+    (mlcc/hlo/passes/split_k.py), 1 for none: doubled while the output tiles (of the weight-prologue
+    tile's width) times the slices still fit the SMs, each slice keeps SPLIT_K_MIN_SLICE of K, and the
+    slices divide K."""
+    if m > DECODE_ROWS:
+        return 1
+    tiles = cdiv(n, 64 if dtype in HALF else 32)
+    slices = 1
+    while (slices * 2 <= MAX_SPLIT_K and tiles * slices * 2 <= SPLIT_K_SMS and k % (slices * 2) == 0
+           and k // (slices * 2) >= SPLIT_K_MIN_SLICE):
+        slices *= 2
+    return slices
+
+
 def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, target: Target) -> tuple[int, int]:
     """Halve the larger tile dim (down to 64) while there are fewer programs than SMs: a small product in
     big tiles leaves most of the GPU idle."""

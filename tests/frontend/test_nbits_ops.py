@@ -183,3 +183,19 @@ def test_cli_reports_a_bad_packed_length_on_one_line_with_exit_65(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "bad.onnx" in lines[0] and "packed weight 'B' has 1000 bytes" in lines[0], r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_decode_matmul_nbits_splits_k_and_matches_onnxruntime(tmp_path, dtype):
+    # one row, K=4096, N=64: one tile of output columns, so K is split over 16 programs (batch axis of the
+    # grid), and a reduce adds the partial sums in order with the bias in its epilogue
+    model = matmul_nbits(4096, 64, a_dims=(1, None), dtype=dtype, bias=True)
+    inputs = _inputs(model)
+    want = _onnxruntime(model, inputs).astype(np.float32)
+    m = mlcc.compile(model, tmp_path / "b", targets=[], cache_dir="").manifest
+    partials = [s for s in m["schedule"] if s["instruction"].endswith(".partials")]
+    assert len(partials) == 1 and partials[0]["grid"][1] == 16, m["schedule"]
+    got = mlcc.load(tmp_path / "b", device="cpu").run(inputs)["Y"].astype(np.float32)
+    # f16: the output's rounding (values up to ~80: an ulp of 0.0625)
+    tol = dict(rtol=2e-3, atol=0.07) if dtype == F16 else dict(rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got, want, **tol)

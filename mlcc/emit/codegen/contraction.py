@@ -145,16 +145,17 @@ def _computed_weight(dot: Instruction) -> Instruction | None:
     return None if x.opcode == "parameter" else dot.operands[1]
 
 
-def _weight_section(io: Operands, rf: list[int], rc: list[int]) -> tuple[Section | None, int]:
+def _weight_section(io: Operands, rb: list[int], rf: list[int], rc: list[int]) -> tuple[Section | None, int]:
     """The dot's weight operand over a [BLOCK_K, BLOCK_N] B tile, computed from the fusion's parameters
-    (packed bytes, scales, zero points) at the tile's coordinates: lane_wk numbers the contracting dim,
-    lane_wn the rhs free dims row-major (as offs_k and offs_n do), mask_w the lanes in bounds."""
+    (packed bytes, scales, zero points) at the tile's coordinates: pid_b numbers the batch dims (split-K's
+    slices) as the program's batch element, lane_wk the contracting dim, lane_wn the rhs free dims
+    row-major (as offs_k and offs_n do), mask_w the lanes in bounds."""
     if io.weight is None:
         return None, 0
-    if len(rc) != 1 or io.contraction.attrs["rhs_batch_dims"]:
+    if len(rc) != 1:
         raise UnsupportedError(f"%{io.fusion.name}: a dot computing its weight in its loads needs one contracting "
-                               "dim and no batch dims")
-    lanes = [Lanes("lane_wk", (rc[0],)), Lanes("lane_wn", tuple(rf))]
+                               "dim")
+    lanes = [Lanes("pid_b", tuple(rb), per_lane=False), Lanes("lane_wk", (rc[0],)), Lanes("lane_wn", tuple(rf))]
     em = TileEmitter(io.fusion, "w_", "BLOCK_K, BLOCK_N", kernel_dims(io.weight.shape), lanes, io.wide(), io.ranges)
     em.section(io.weight, mask="mask_w")
     (section,) = em.sections()
@@ -221,7 +222,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     else:
         norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
 
-    weight, weight_ops = _weight_section(io, rf, rc)
+    weight, weight_ops = _weight_section(io, rb, rf, rc)
     weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,

@@ -1,0 +1,75 @@
+"""Weight-only 4-bit (and 8-bit) decoders (tests/data/models/nbits, tools/make_nbits_models.py): a row per
+model for BENCHMARKS.md.
+
+    python benchmarks/nbits.py [--targets sm_80,sm_90] [--json out.json]
+
+Per model: launches and modeled global-memory bytes (the manifest's traffic model: each kernel reads its
+inputs once and writes its outputs once) of a decode step (batch 1, one token, --precision fp16) and their
+ratio to the float model's fp16 build; the size of weights.bin and of the whole bundle (fp32 build at
+seq=4, binaries for --targets); and the largest absolute error of the bundle's logits, run under Triton's
+interpreter at seq=4, against onnxruntime's on the same quantized model and against onnxruntime's on the
+float model (the quantization's own error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+import mlcc  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "models" / "nbits"
+MODELS = ["float", "b32_asym", "b32_sym", "b128_asym", "b128_sym", "b32_8bit", "b32_asym_gbq"]
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def measure(name: str, targets: list[str], tmp: Path, float_decode_bytes: int | None) -> dict:
+    decode = mlcc.compile(DATA / f"{name}.onnx", tmp / f"{name}_decode", targets=[], cache_dir="", precision="fp16",
+                          shapes={"seq": [1]}).manifest["stats"]
+    out = tmp / name
+    full = mlcc.compile(DATA / f"{name}.onnx", out, targets=targets, cache_dir="", shapes={"seq": [4]}).manifest
+    inputs = dict(np.load(DATA / "inputs.npz"))
+    got = mlcc.load(out, device="cpu").run(inputs)["logits"]
+    ref = np.load(DATA / f"{name}.ref.npz")["logits"]
+    float_ref = np.load(DATA / "float.ref.npz")["logits"]
+    return {"model": name, "decode_launches": decode["launches"], "decode_bytes": decode["bytes"],
+            "decode_ratio": round(decode["bytes"] / (float_decode_bytes or decode["bytes"]), 3),
+            "launches": full["stats"]["launches"], "weights_bin": (out / "weights.bin").stat().st_size,
+            "bundle": _size(out), "err_vs_onnxruntime": float(np.abs(got - ref).max()),
+            "err_vs_float": float(np.abs(got - float_ref).max())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", default="sm_80,sm_90", help="GPU targets of the bundles (none: no binaries)")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON")
+    args = ap.parse_args()
+    targets = [] if args.targets == "none" else args.targets.split(",")
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in MODELS:
+            rows.append(measure(name, targets, Path(tmp), rows[0]["decode_bytes"] if rows else None))
+    print("| model | decode launches | decode bytes (fp16) | vs float fp16 | launches (seq 4) | weights.bin | "
+          "bundle | max err vs onnxruntime | max err vs float model |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['model']} | {r['decode_launches']} | {r['decode_bytes']:,} | {r['decode_ratio']:.3f}x | "
+              f"{r['launches']} | {r['weights_bin']:,} | {r['bundle']:,} | {r['err_vs_onnxruntime']:.2e} | "
+              f"{r['err_vs_float']:.2e} |")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
