@@ -58,9 +58,9 @@ def phases(precision: str = "fp32", io_layout: str = "row-major") -> list[Phase]
     return [
         Phase("simplify", [cleanup(), BatchNormFolding()]),
         Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
-        Phase("precision", [ReducedPrecision(precision)]),
-        # decode-sized dots computing their weight in the K loop, split over K when the tiles say so
-        Phase("split-k", [SplitK(split_k_slices)]),
+        # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
+        # in the types precision chose and before layouts are assigned to the slices
+        Phase("precision", [ReducedPrecision(precision), SplitK(split_k_slices)]),
         Phase("layouts", [KvCacheAnalysis(), LayoutAssignment(io_layout), TransposeToBitcast(), ReshapeToBitcast(),
                           SinkBitcasts(), DeadCodeElimination()],
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
