@@ -4,8 +4,8 @@ model for BENCHMARKS.md.
     python benchmarks/nbits.py [--targets sm_80,sm_90] [--json out.json]
 
 Per model: launches and modeled global-memory bytes (the manifest's traffic model: each kernel reads its
-inputs once and writes its outputs once) of a decode step (batch 1, one token, --precision fp16) and their
-ratio to the float model's fp16 build; the size of weights.bin and of the whole bundle (fp32 build at
+inputs once and writes its outputs once) of a decode step (batch 1, one token, --precision fp16), its
+weights.bin, and their ratios to the float model's fp16 build; the size of weights.bin and of the whole bundle (fp32 build at
 seq=4, binaries for --targets); and the largest absolute error of the bundle's logits, run under Triton's
 interpreter at seq=4, against onnxruntime's on the same quantized model and against onnxruntime's on the
 float model (the quantization's own error).
@@ -34,9 +34,11 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def measure(name: str, targets: list[str], tmp: Path, float_decode_bytes: int | None) -> dict:
-    decode = mlcc.compile(DATA / f"{name}.onnx", tmp / f"{name}_decode", targets=[], cache_dir="", precision="fp16",
+def measure(name: str, targets: list[str], tmp: Path, float_row: dict | None) -> dict:
+    half = tmp / f"{name}_decode"
+    decode = mlcc.compile(DATA / f"{name}.onnx", half, targets=[], cache_dir="", precision="fp16",
                           shapes={"seq": [1]}).manifest["stats"]
+    weights_fp16 = (half / "weights.bin").stat().st_size
     out = tmp / name
     full = mlcc.compile(DATA / f"{name}.onnx", out, targets=targets, cache_dir="", shapes={"seq": [4]}).manifest
     inputs = dict(np.load(DATA / "inputs.npz"))
@@ -44,7 +46,9 @@ def measure(name: str, targets: list[str], tmp: Path, float_decode_bytes: int | 
     ref = np.load(DATA / f"{name}.ref.npz")["logits"]
     float_ref = np.load(DATA / "float.ref.npz")["logits"]
     return {"model": name, "decode_launches": decode["launches"], "decode_bytes": decode["bytes"],
-            "decode_ratio": round(decode["bytes"] / (float_decode_bytes or decode["bytes"]), 3),
+            "decode_ratio": round(decode["bytes"] / (float_row or {"decode_bytes": decode["bytes"]})["decode_bytes"], 3),
+            "weights_bin_fp16": weights_fp16,
+            "weights_ratio": round(weights_fp16 / (float_row or {"weights_bin_fp16": weights_fp16})["weights_bin_fp16"], 3),
             "launches": full["stats"]["launches"], "weights_bin": (out / "weights.bin").stat().st_size,
             "bundle": _size(out), "err_vs_onnxruntime": float(np.abs(got - ref).max()),
             "err_vs_float": float(np.abs(got - float_ref).max())}
@@ -59,14 +63,14 @@ def main() -> None:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in MODELS:
-            rows.append(measure(name, targets, Path(tmp), rows[0]["decode_bytes"] if rows else None))
-    print("| model | decode launches | decode bytes (fp16) | vs float fp16 | launches (seq 4) | weights.bin | "
-          "bundle | max err vs onnxruntime | max err vs float model |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            rows.append(measure(name, targets, Path(tmp), rows[0] if rows else None))
+    print("| model | decode launches | decode bytes (fp16) | vs float fp16 | weights.bin (fp16) | vs float fp16 | "
+          "launches (seq 4) | weights.bin (fp32) | bundle (fp32) | max err vs onnxruntime | max err vs float model |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['model']} | {r['decode_launches']} | {r['decode_bytes']:,} | {r['decode_ratio']:.3f}x | "
-              f"{r['launches']} | {r['weights_bin']:,} | {r['bundle']:,} | {r['err_vs_onnxruntime']:.2e} | "
-              f"{r['err_vs_float']:.2e} |")
+              f"{r['weights_bin_fp16']:,} | {r['weights_ratio']:.3f}x | {r['launches']} | {r['weights_bin']:,} | "
+              f"{r['bundle']:,} | {r['err_vs_onnxruntime']:.2e} | {r['err_vs_float']:.2e} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
 

@@ -64,6 +64,26 @@ def unpack(b: Builder, packed: Instruction, bits: int) -> Instruction:
     return b.reshape(q, dims[:-1] + (dims[-1] * per_byte,))
 
 
+def unpack_by_gather(b: Builder, packed: Instruction, bits: int) -> Instruction:
+    """unpack's values computed at their own coordinates: byte i // per_byte of the row, gathered along the
+    last axis with constant indices, shifted by bits * (i % per_byte). No reshape, so the values stay at
+    the result's dims through later passes (a reshape after an elementwise chain is sunk below it, and a
+    residual add of a dequantized embedding row would then run at the bytes' [..., P, per_byte] dims, where
+    the next matmul's epilogue cannot take it)."""
+    if bits == 8:
+        return packed
+    per_byte = 8 // bits
+    rank = packed.shape.rank
+    length = int(packed.shape.dims[-1]) * per_byte
+    i = np.arange(length)
+    idx = b.constant((i // per_byte).astype(np.int32), "s32", ref_hint="nibble_bytes")
+    x = b.op("gather", [packed, idx], axis=rank - 1)
+    shifts = broadcast_in_dims(b, b.constant((i % per_byte * bits).astype(np.uint8), "u8", ref_hint="nibble_shifts"),
+                               x.shape.dims, [rank - 1])
+    mask = b.splat((1 << bits) - 1, "u8", x.shape.dims)
+    return b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
+
+
 def _blocks_to_elements(b: Builder, v: Instruction, rows: tuple, blocks: int, block_size: int) -> Instruction:
     """[*rows, blocks] -> [*rows, blocks * block_size]: each block's value repeated over its elements."""
     r = len(rows)
@@ -80,23 +100,37 @@ def _take(b: Builder, x: Instruction, length: int) -> Instruction:
                 strides=(1,) * rank)
 
 
+def _blocks_by_gather(b: Builder, v: Instruction, block_size: int, length: int) -> Instruction:
+    """[*rows, blocks] -> [*rows, length]: element i takes its block's value, gathered (no reshape)."""
+    idx = b.constant((np.arange(length) // block_size).astype(np.int32), "s32", ref_hint="block_of")
+    return b.op("gather", [v, idx], axis=v.shape.rank - 1)
+
+
 def dequantize_blocks(b: Builder, q: Instruction, scales: Instruction, zero: Instruction | None,
-                      zero_packed: bool, bits: int, block_size: int, length: int, dtype: str) -> Instruction:
+                      zero_packed: bool, bits: int, block_size: int, length: int, dtype: str,
+                      gathers: bool = False) -> Instruction:
     """Blocked dequantization along the last axis: q u8 [*rows, >= length] (unpacked), scales and zero
     points [*rows, blocks] (zero points packed along the last axis when zero_packed); the result has
-    ``length`` elements on the last axis (the padding of the last block dropped) and type dtype."""
+    ``length`` elements on the last axis (the padding of the last block dropped) and type dtype. With
+    ``gathers`` each value's block is gathered rather than broadcast and reshaped (unpack_by_gather says
+    why); without, the chain is only elementwise ops and views a dot computes in its weight loads."""
     rows = tuple(q.shape.dims[:-1])
     blocks = int(scales.shape.dims[-1])
+
+    def per_element(v: Instruction) -> Instruction:
+        if gathers:
+            return _blocks_by_gather(b, v, block_size, length)
+        return _take(b, _blocks_to_elements(b, v, rows, blocks, block_size), length)
+
     y = b.convert(_take(b, q, length), dtype)
     if zero is None:
         zp = b.splat(float(1 << (bits - 1)), dtype, rows + (blocks,))
     else:
         if zero_packed:
-            zero = _take(b, unpack(b, zero, bits), blocks)
+            zero = _take(b, (unpack_by_gather if gathers else unpack)(b, zero, bits), blocks)
         zp = b.convert(zero, dtype)
-    y = b.op("subtract", [y, _take(b, _blocks_to_elements(b, zp, rows, blocks, block_size), length)])
-    scale = _take(b, _blocks_to_elements(b, b.convert(scales, dtype), rows, blocks, block_size), length)
-    return b.op("multiply", [y, scale])
+    y = b.op("subtract", [y, per_element(zp)])
+    return b.op("multiply", [y, per_element(b.convert(scales, dtype))])
 
 
 def _packed_weight(b: Builder, node: OnnxNode, n: int, k: int, bits: int, row_bytes: int) -> Instruction:
@@ -201,8 +235,8 @@ def import_gather_block_quantized(b: Builder, node: OnnxNode) -> list[Result]:
     rows = b.op("gather", [data, indices], axis=0)
     rscales = b.op("gather", [scales, indices], axis=0)
     rzero = b.op("gather", [zero, indices], axis=0) if zero is not None else None
-    q = unpack(b, rows, bits)
+    q = unpack_by_gather(b, rows, bits)
     compute = "f64" if dtype == "f64" else "f32"
-    y = dequantize_blocks(b, q, rscales, rzero, True, bits, block_size, length, compute)
+    y = dequantize_blocks(b, q, rscales, rzero, True, bits, block_size, length, compute, gathers=True)
     return [b.convert(y, dtype)]
 
