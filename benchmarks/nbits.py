@@ -54,6 +54,27 @@ def measure(name: str, targets: list[str], tmp: Path, float_row: dict | None) ->
             "err_vs_float": float(np.abs(got - float_ref).max())}
 
 
+def split_k_rows(tmp: Path) -> list[dict]:
+    """Decode-sized MatMulNBits (one row, 4-bit, block 32, fp16): the programs of the dot's kernel and the
+    modeled bytes, with split-K as the tile heuristics choose it and with the split-k pass disabled."""
+    sys.path.insert(0, str(ROOT / "tests" / "frontend"))
+    from test_nbits_ops import F16, matmul_nbits  # the tests' single-node model builder
+
+    rows = []
+    for k, n in ((4096, 1024), (4096, 4096), (11008, 2048)):
+        model = matmul_nbits(k, n, a_dims=(1, None), dtype=F16, zero=None)
+        row: dict = {"k": k, "n": n}
+        for label, disabled in (("split", []), ("whole", ["split-k"])):
+            m = mlcc.compile(model, tmp / f"sk_{k}_{n}_{label}", targets=["sm_90"], cache_dir="",
+                             disable_passes=disabled).manifest
+            dot = next(s for s in m["schedule"] if s["kernel"].startswith("fused_output"))
+            kernel = next(e for e in m["kernels"] if e["name"] == dot["kernel"])
+            grid = kernel["binaries"]["sm_90"]["config"]["grid"]
+            row[label] = {"launches": len(m["schedule"]), "programs": grid[0] * grid[1], "bytes": m["stats"]["bytes"]}
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default="sm_80,sm_90", help="GPU targets of the bundles (none: no binaries)")
@@ -71,8 +92,17 @@ def main() -> None:
         print(f"| {r['model']} | {r['decode_launches']} | {r['decode_bytes']:,} | {r['decode_ratio']:.3f}x | "
               f"{r['weights_bin_fp16']:,} | {r['weights_ratio']:.3f}x | {r['launches']} | {r['weights_bin']:,} | "
               f"{r['bundle']:,} | {r['err_vs_onnxruntime']:.2e} | {r['err_vs_float']:.2e} |")
+        split = split_k_rows(Path(tmp))
+    print()
+    print("| MatMulNBits [1, K] x [K, N] (fp16, sm_90) | programs | launches | bytes | programs, split-k off | "
+          "launches | bytes |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for r in split:
+        a, b = r["split"], r["whole"]
+        print(f"| K={r['k']}, N={r['n']} | {a['programs']} | {a['launches']} | {a['bytes']:,} | {b['programs']} | "
+              f"{b['launches']} | {b['bytes']:,} |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"models": rows, "split_k": split}, indent=1))
 
 
 if __name__ == "__main__":
