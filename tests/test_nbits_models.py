@@ -90,3 +90,12 @@ def test_quantized_decoder_compiles_for_sm80_and_sm90(tmp_path, name):
     for k in m["kernels"]:
         for t in ("sm_80", "sm_90"):
             assert (tmp_path / name / k["binaries"][t]["path"]).read_bytes()[:4] == b"\x7fELF"
+
+
+@pytest.mark.slow
+def test_fp16_decoder_runs_the_sm90_launch_configs_correctly_on_the_simulated_device(tmp_path):
+    # the GPU tiles (small B tiles and 2 stages for the dequantizing dots) under Triton's interpreter
+    _compile("b32_asym", tmp_path / "b", targets=["sm_90"], precision="fp16", shapes={"seq": [4]})
+    inputs = dict(np.load(DATA / "inputs.npz"))
+    got = mlcc.load(tmp_path / "b", device="sim:sm_90").run(inputs)["logits"].astype(np.float32)
+    np.testing.assert_allclose(got, np.load(DATA / "b32_asym.ref.npz")["logits"], rtol=2e-2, atol=2e-2)
