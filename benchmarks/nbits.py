@@ -5,10 +5,11 @@ model for BENCHMARKS.md.
 
 Per model: launches and modeled global-memory bytes (the manifest's traffic model: each kernel reads its
 inputs once and writes its outputs once) of a decode step (batch 1, one token, --precision fp16), its
-weights.bin, and their ratios to the float model's fp16 build; the size of weights.bin and of the whole bundle (fp32 build at
-seq=4, binaries for --targets); and the largest absolute error of the bundle's logits, run under Triton's
-interpreter at seq=4, against onnxruntime's on the same quantized model and against onnxruntime's on the
-float model (the quantization's own error).
+weights.bin, and their ratios to the float model's fp16 build; the size of weights.bin and of the whole
+bundle (fp32 build at seq=4, binaries for --targets); and the largest absolute error of the bundle's
+logits, run under Triton's interpreter at seq=4, against onnxruntime's on the same quantized model and
+against onnxruntime's on the float model (the quantization's own error). Then the split-K table: programs,
+launches and bytes of decode-sized MatMulNBits with the split the tile heuristics choose and without it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def measure(name: str, targets: list[str], tmp: Path, float_row: dict | None) ->
     decode = mlcc.compile(DATA / f"{name}.onnx", half, targets=[], cache_dir="", precision="fp16",
                           shapes={"seq": [1]}).manifest["stats"]
     weights_fp16 = (half / "weights.bin").stat().st_size
+    base = float_row or {"decode_bytes": decode["bytes"], "weights_bin_fp16": weights_fp16}
     out = tmp / name
     full = mlcc.compile(DATA / f"{name}.onnx", out, targets=targets, cache_dir="", shapes={"seq": [4]}).manifest
     inputs = dict(np.load(DATA / "inputs.npz"))
@@ -46,9 +48,8 @@ def measure(name: str, targets: list[str], tmp: Path, float_row: dict | None) ->
     ref = np.load(DATA / f"{name}.ref.npz")["logits"]
     float_ref = np.load(DATA / "float.ref.npz")["logits"]
     return {"model": name, "decode_launches": decode["launches"], "decode_bytes": decode["bytes"],
-            "decode_ratio": round(decode["bytes"] / (float_row or {"decode_bytes": decode["bytes"]})["decode_bytes"], 3),
-            "weights_bin_fp16": weights_fp16,
-            "weights_ratio": round(weights_fp16 / (float_row or {"weights_bin_fp16": weights_fp16})["weights_bin_fp16"], 3),
+            "decode_ratio": round(decode["bytes"] / base["decode_bytes"], 3), "weights_bin_fp16": weights_fp16,
+            "weights_ratio": round(weights_fp16 / base["weights_bin_fp16"], 3),
             "launches": full["stats"]["launches"], "weights_bin": (out / "weights.bin").stat().st_size,
             "bundle": _size(out), "err_vs_onnxruntime": float(np.abs(got - ref).max()),
             "err_vs_float": float(np.abs(got - float_ref).max())}

@@ -20,6 +20,7 @@ from mlcc.frontend.onnx import import_onnx
 from mlcc.hlo.evaluator import evaluate
 
 F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
+OPSETS = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
 
 
 def matmul_nbits(k: int, n: int, bits: int = 4, block: int = 32, zero: str | None = "packed", bias: bool = False,
@@ -46,8 +47,7 @@ def matmul_nbits(k: int, n: int, bits: int = 4, block: int = 32, zero: str | Non
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", dtype, a_shape)],
                               [helper.make_tensor_value_info("Y", dtype, a_shape[:-1] + [n])],
                               [numpy_helper.from_array(v, name) for name, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
-                             ir_version=10)
+    return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
 
 
 def gather_block_quantized(rows: int, cols: int, bits: int = 4, block: int = 16, zero: bool = True,
@@ -65,8 +65,7 @@ def gather_block_quantized(rows: int, cols: int, bits: int = 4, block: int = 16,
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])],
                               [helper.make_tensor_value_info("Y", F32, [2, 3, cols])],
                               [numpy_helper.from_array(v, name) for name, v in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
-                             ir_version=10)
+    return helper.make_model(graph, opset_imports=OPSETS, ir_version=10)
 
 
 def _inputs(model: onnx.ModelProto) -> dict[str, np.ndarray]:

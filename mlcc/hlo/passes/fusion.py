@@ -441,8 +441,8 @@ def weight_prologue_cone(dot: Instruction, w: Instruction, ranges: Ranges) -> tu
     of packed 4-bit weights (byte broadcast, shift, mask, convert, zero point and scale per block), an int8 or
     f16 weight converted, any chain of elementwise ops, converts and reindexing views whose leaves are
     constants. Refused (with why) unless every member is such a loop op used only inside the chain or cheap
-    to recompute, the dot has one contracting dim (batch dims, as split-K's slices, are fine), and the constants read are fewer
-    bytes than the weight they compute (else reading the weight as it is costs less)."""
+    to recompute, the dot has one contracting dim (batch dims, as split-K's slices, are fine), and the
+    constants read are fewer bytes than the weight they compute (else reading the weight costs less)."""
     if dot.opcode != "dot" or len(dot.attrs["rhs_contracting_dims"]) != 1:
         return [], "only a dot with one contracting dim computes its weight in its loads"
     if w.opcode not in PROLOGUE_OPS:
