@@ -4,10 +4,10 @@ A LLaMA-style decoder with random weights, built with onnx.helper (2 layers, hid
 causal attention without rotary over a symbolic sequence length ``seq``, gated SiLU MLP, untied embedding
 and lm_head), then quantized with onnxruntime's MatMulNBitsQuantizer (RTN, QOperator format): every MatMul
 with a constant weight becomes a com.microsoft MatMulNBits. Variants: block 32 and 128, symmetric and
-asymmetric, 4 bits, and 8 bits at block 32. One variant also quantizes the embedding table into a GatherBlockQuantized; the quantizer writes its data
-as UINT4 tensors, which this tool repacks into the op's uint8 form (two values a byte, low nibble first,
-``bits=4``), the form onnxruntime's LLM exports use for tied embeddings. Expected outputs come from
-onnxruntime on CPU.
+asymmetric, 4 bits, and 8 bits at block 32. One variant also quantizes the embedding table into a
+GatherBlockQuantized; the quantizer writes its data as UINT4 tensors, which this tool repacks into the op's
+uint8 form (two values a byte, low nibble first, ``bits=4``), the form onnxruntime's LLM exports use for
+tied embeddings. Expected outputs come from onnxruntime on CPU.
 
     python tools/make_nbits_models.py     # rewrites tests/data/models/nbits/
 """
