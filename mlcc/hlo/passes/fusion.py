@@ -62,6 +62,7 @@ class Group:
     second: Instruction | None = None           # a second convolution accumulated over the same output tile
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
     prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
+    shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
 
     def contains(self, inst: Instruction) -> bool:
         return any(m is inst for m in self.members)
@@ -224,7 +225,7 @@ class Fusion(Pass):
                 # the root was cheap and went into its consumers: the dot still computes its weight in its loads
                 chain = [m for m in g.members if id(m) in g.prologue and m.parent is comp]
                 self._materialize(module, comp, Group(g.heavy, "output", [g.heavy] + chain, g.heavy,
-                                                      prologue=g.prologue))
+                                                      prologue=g.prologue, shared=g.shared))
                 changed = True
         module.analyses.fusion_explanations = list(self.explanations)
         return changed
@@ -374,7 +375,9 @@ class Fusion(Pass):
             group.members.append(m)
             group.prologue.add(id(m))
             if all(id(u) in inside for u in m.users) and id(m) not in outputs:
-                owner[id(m)] = group  # a cheap one used elsewhere too is duplicated, not owned
+                owner[id(m)] = group
+            else:  # a cheap one used elsewhere too is duplicated, not owned
+                group.shared.add(id(m))
         return None
 
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
@@ -387,13 +390,14 @@ class Fusion(Pass):
         mapping: dict[int, Instruction] = {}
         for i, p in enumerate(params):
             mapping[id(p)] = body.add(Instruction(f"param_{i}", "parameter", p.shape, (), {"index": i}))
+        shared = _shared_prologue(g, order)
         for inst in order:
             clone = Instruction(inst.name, inst.opcode, inst.shape, [mapping[id(o)] for o in inst.operands],
-                                inst.attrs, inst.called, inst.origin)
+                                inst.attrs, inst.called, () if id(inst) in shared else inst.origin)
             mapping[id(inst)] = body.add(clone)
         body.root = mapping[id(g.root)]
         module.add_computation(body)
-        origin = tuple(dict.fromkeys(o for m in order for o in m.origin))
+        origin = tuple(dict.fromkeys(o for m in order if id(m) not in shared for o in m.origin))
         fused = Instruction(comp.unique_name(f"fusion.{g.root.name}"), "fusion", g.root.shape, params,
                             {"kind": g.kind}, body, origin)
         comp.insert_before(g.root, fused)
@@ -401,6 +405,22 @@ class Fusion(Pass):
         for inst in reversed(order):  # members no one else uses any more
             if not inst.users and inst.parent is comp:
                 comp.remove(inst)
+
+
+def _shared_prologue(g: Group, order: list[Instruction]) -> set[int]:
+    """The weight-prologue members other kernels compute too (the nibble shifts and masks every unpack of a
+    shape uses, one instruction after CSE, whose origin names every MatMulNBits node), and the members only
+    they use: their origins are not this kernel's sources."""
+    shared = set(g.shared)
+    grew = True
+    while grew:
+        grew = False
+        for m in order:
+            if id(m) in g.prologue and id(m) not in shared and \
+                    all(id(u) in shared or not g.contains(u) for u in m.users):
+                shared.add(id(m))
+                grew = True
+    return shared
 
 
 def _canonical_order(g: Group) -> tuple[list[Instruction], list[Instruction]]:
