@@ -90,6 +90,7 @@ MATMUL_CASES = {
     "b32_zp": dict(k=64, n=32),
     "k_not_a_multiple_of_the_block": dict(k=40, n=16, block=16, zero=None),
     "bits8": dict(k=64, n=24, bits=8),
+    "bits2": dict(k=64, n=16, bits=2, block=16),
     "b128_float_zero_points_bias": dict(k=256, n=16, block=128, zero="float", bias=True),
     "rank3": dict(k=32, n=16, block=16, a_dims=(2, 3, None)),
     "f16": dict(k=64, n=32, dtype=F16),
@@ -106,7 +107,7 @@ def test_matmul_nbits_imports_as_onnxruntime_computes_it(case):
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("case", ["b32_zp", "k_not_a_multiple_of_the_block", "bits8", "f16"])
+@pytest.mark.parametrize("case", ["b32_zp", "k_not_a_multiple_of_the_block", "bits8", "bits2", "f16"])
 def test_matmul_nbits_kernel_matches_onnxruntime(tmp_path, case):
     model = matmul_nbits(**MATMUL_CASES[case])
     inputs = _inputs(model)
