@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlcc.emit.codegen.lower_module import fusion_kinds
+from mlcc.emit.matmul_tiles import split_k_slices
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Property
 from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding
@@ -31,6 +32,7 @@ from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule
 from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
 from mlcc.hlo.passes.sink_bitcasts import SinkBitcasts
+from mlcc.hlo.passes.split_k import SplitK
 
 LAYOUTS, FUSED, SCHEDULED, BUFFERS = (Property.LAYOUTS_ASSIGNED, Property.FUSED, Property.SCHEDULED,
                                       Property.BUFFERS_ASSIGNED)
@@ -58,7 +60,9 @@ def phases(precision: str = "fp32", io_layout: str = "row-major") -> list[Phase]
         # before cleanup folds dequantized weights into float constants
         Phase("simplify", [QuantizedContraction(), FoldFakeQuant(), cleanup(), BatchNormFolding()]),
         Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
-        Phase("precision", [ReducedPrecision(precision)]),
+        # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
+        # in the types precision chose and before layouts are assigned to the slices
+        Phase("precision", [ReducedPrecision(precision), SplitK(split_k_slices)]),
         Phase("layouts", [KvCacheAnalysis(), LayoutAssignment(io_layout), TransposeToBitcast(), ReshapeToBitcast(),
                           SinkBitcasts(), DeadCodeElimination()],
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),

@@ -38,22 +38,27 @@ def uses_tl_dot(dtype: str) -> bool:
 
 
 def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
-                   ranges: Ranges = NO_RANGES) -> dict:
+                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
-    the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates."""
+    the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates;
+    "weight_prologue" (only when set) says the kernel computes its B tiles (a packed weight dequantized in
+    the K loop)."""
     problem = {"m": upper(m, ranges), "n": upper(n, ranges), "k": upper(k, ranges), "batch": upper(batch, ranges),
                "dtype": dtype, "whole_rows": whole_rows}
+    if weight_prologue:
+        problem["weight_prologue"] = True
     if not all(isinstance(x, int) for x in (m, n, k, batch)):
         problem["sizes"] = (m, n, batch)
     return problem
 
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
-                  whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES) -> LaunchConfig:
+                  whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES,
+                  weight_prologue: bool = False) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
@@ -126,6 +131,8 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
         bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, _min_k(dtype), cap_k)
         bm, bn = _fill_device(m, n, p["batch"], bm, bn, target)
     stages = target.matmul_stages
+    if p.get("weight_prologue"):
+        bk, bn, stages = _weight_prologue_tiles(bk, bn, stages, WEIGHT_TILE if half else WEIGHT_TILE // 2)
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and stages > 1:
         stages -= 1
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > _min_k(dtype):
@@ -134,6 +141,44 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
         bm //= 2
     warps = 8 if bm * bn >= target.eight_warps_area else 4
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, stages
+
+
+WEIGHT_TILE = 32 * 64   # elements of a B tile computed in the K loop: each index and nibble temporary is one
+WEIGHT_STAGES = 2        # register per element per 128 threads; deeper pipelines keep more tiles' loads live
+
+
+def _weight_prologue_tiles(bk: int, bn: int, stages: int, area: int) -> tuple[int, int, int]:
+    """A B tile computed from packed bytes in the K loop (unpack, zero point, scale) holds a dozen integer
+    and float temporaries of the tile's size in registers, and its loads are gathers the pipeliner cannot
+    turn into async copies: a [BLOCK_K, BLOCK_N] tile of at most WEIGHT_TILE elements and a shallow pipeline
+    keep it out of local memory (at 32 x 64, 4 stages, sm_90 spilled 500 bytes a thread; f32, whose FMA dot
+    holds more registers, 20 bytes at 2 stages: it gets half the area)."""
+    while bk * bn > area and bk > MIN_DOT_TILE:
+        bk //= 2
+    while bk * bn > area and bn > MIN_DOT_TILE:
+        bn //= 2
+    return bk, bn, min(stages, WEIGHT_STAGES)
+
+
+SPLIT_K_SMS = 108        # SMs of sm_80 (A100), the fewer of the default targets': one IR serves every target
+SPLIT_K_MIN_SLICE = 256  # K elements a slice keeps at least: several BLOCK_K steps a program
+MAX_SPLIT_K = 16
+DECODE_ROWS = 16         # split-K only for decode-sized products (at most this many rows)
+
+
+def split_k_slices(m: int, n: int, k: int, dtype: str) -> int:
+    """How many slices of K a decode-sized dot that computes its weight in the K loop is split into
+    (mlcc/hlo/passes/split_k.py), 1 for none: doubled while the output tiles (of the weight-prologue
+    tile's width) times the slices still fit the SMs, each slice keeps SPLIT_K_MIN_SLICE of K, and the
+    slices divide K."""
+    if m > DECODE_ROWS:
+        return 1
+    tiles = cdiv(n, 64 if dtype in HALF else 32)
+    slices = 1
+    while (slices * 2 <= MAX_SPLIT_K and tiles * slices * 2 <= SPLIT_K_SMS and k % (slices * 2) == 0
+           and k // (slices * 2) >= SPLIT_K_MIN_SLICE):
+        slices *= 2
+    return slices
 
 
 def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, target: Target) -> tuple[int, int]:

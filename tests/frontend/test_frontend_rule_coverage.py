@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import onnx.defs
 import pytest
+from onnxruntime.capi._pybind_state import get_all_operator_schema
 
 from mlcc.errors import MlccError
 from mlcc.frontend.onnx.registry import registered_ops

@@ -20,6 +20,9 @@ output fusion (mlcc/hlo/passes/fusion.py):
 - two convolutions at the same output coordinates: conv.py.jinja runs a K loop per convolution, each
   into its own accumulator (acc, acc_1), and the epilogue combines them (a ResNet shortcut added to the
   main path): the second result never reaches memory;
+- a dot whose weight (rhs) is computed from constants (a packed 4-bit weight's unpack, zero point and scale
+  per block): matmul.py.jinja computes each [BLOCK_K, BLOCK_N] B tile from the packed bytes as it loads it
+  (templates/_weight_tile.jinja), so the dequantized weight never reaches memory;
 - a dot followed by a layer-norm or rms-norm of its output rows (the norm's dims are the dot's rhs free
   dims): one tile spans all columns (BLOCK_N >= N, a single tile of them), so matmul.py.jinja computes
   the norm's input from the accumulator, the row statistics with a reduction over the tile's columns,
@@ -84,6 +87,7 @@ class Operands:
     ranges: Ranges              # the symbols' ranges (Module.symbols) its size decisions are over
     second: Second | None = None      # a second convolution summed (or otherwise combined) in the epilogue
     norm: Instruction | None = None   # a layer-norm or rms-norm of the dot's output rows, in the epilogue
+    weight: Instruction | None = None  # the dot's rhs when computed in its B-tile loads (a weight prologue)
 
     @staticmethod
     def of(inst: Instruction, ranges: Ranges) -> Operands:
@@ -96,16 +100,19 @@ class Operands:
         contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
         heavy, second = _output_fusion_heavies(inst, contractions, norms)
-        lhs, rhs = (read_as_is(op, inst) for op in heavy.operands)
+        weight = _computed_weight(heavy)
+        lhs = read_as_is(heavy.operands[0], inst)
+        rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
         if second is not None:
             extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
         return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
-                        extra, norms[0] if norms else None)
+                        extra, norms[0] if norms else None, weight)
 
     def template_args(self) -> dict:
         params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
-        return {"params": params + [f"sym_{s}" for s in self.symbols()], "lhs": self.lhs.ptr, "rhs": self.rhs.ptr}
+        return {"params": params + [f"sym_{s}" for s in self.symbols()], "lhs": self.lhs.ptr,
+                "rhs": self.rhs.ptr if self.weight is None else None}
 
     def pointers(self) -> list[str]:
         """The kernel's argument types: the pointers, then an i32 per symbol."""
@@ -130,6 +137,33 @@ class Operands:
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
                                 self.ranges, bound)
         return section, ops * upper(self.out.numel_expr(), self.ranges)
+
+
+def _computed_weight(dot: Instruction) -> Instruction | None:
+    """The dot's rhs when the fusion computes it (a weight prologue: mlcc/hlo/passes/fusion.py), else None."""
+    if dot.opcode != "dot":
+        return None
+    x = dot.operands[1]
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return None if x.opcode == "parameter" else dot.operands[1]
+
+
+def _weight_section(io: Operands, rb: list[int], rf: list[int], rc: list[int]) -> tuple[Section | None, int]:
+    """The dot's weight operand over a [BLOCK_K, BLOCK_N] B tile, computed from the fusion's parameters
+    (packed bytes, scales, zero points) at the tile's coordinates: pid_b numbers the batch dims (split-K's
+    slices) as the program's batch element, lane_wk the contracting dim, lane_wn the rhs free dims
+    row-major (as offs_k and offs_n do), mask_w the lanes in bounds."""
+    if io.weight is None:
+        return None, 0
+    if len(rc) != 1:
+        raise UnsupportedError(f"%{io.fusion.name}: a dot computing its weight in its loads needs one contracting "
+                               "dim")
+    lanes = [Lanes("pid_b", tuple(rb), per_lane=False), Lanes("lane_wk", (rc[0],)), Lanes("lane_wn", tuple(rf))]
+    em = TileEmitter(io.fusion, "w_", "BLOCK_K, BLOCK_N", kernel_dims(io.weight.shape), lanes, io.wide(), io.ranges)
+    em.section(io.weight, mask="mask_w")
+    (section,) = em.sections()
+    return section, em.ops
 
 
 def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
@@ -192,21 +226,24 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     else:
         norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
 
+    weight, weight_ops = _weight_section(io, rb, rf, rc)
+    weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, **io.template_args(),
-                    **_precision(lhs.dtype, rhs.dtype))
+                    weight=weight, weight_type=tl_type(rhs.dtype), **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
-                                    ranges=io.ranges),
+                                    ranges=io.ranges, weight_prologue=weight is not None),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
-                                            ranges=io.ranges),
+                                            ranges=io.ranges, weight_prologue=weight is not None),
                   flops=2 * upper(batch, io.ranges) * upper(m, io.ranges) * upper(n, io.ranges) * upper(k, io.ranges)
-                  + fused_flops,
-                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges)},
+                  + fused_flops + weight_flops,
+                  extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
+                                                   weight is not None)},
                   scalars=io.symbols(),
-                  body_ir=sections_ir(epilogue=fused))
+                  body_ir=sections_ir(weight=weight, epilogue=fused))
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:

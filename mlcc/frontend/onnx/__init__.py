@@ -12,6 +12,7 @@ from mlcc.frontend.onnx.ops import indexing  # noqa: F401
 from mlcc.frontend.onnx.ops import linalg  # noqa: F401
 from mlcc.frontend.onnx.ops import loss  # noqa: F401
 from mlcc.frontend.onnx.ops import movement  # noqa: F401
+from mlcc.frontend.onnx.ops import nbits  # noqa: F401
 from mlcc.frontend.onnx.ops import normalization  # noqa: F401
 from mlcc.frontend.onnx.ops import qlinear  # noqa: F401
 from mlcc.frontend.onnx.ops import quantize  # noqa: F401

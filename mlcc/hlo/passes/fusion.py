@@ -17,7 +17,9 @@ Decisions, made consumer first (reverse post-order), per producer-consumer edge:
   (a broadcast of a small value, an iota, a scalar constant) is duplicated into each consumer;
   an expensive producer with other users is never duplicated;
 - at most one reduction or contraction per fusion (except the two above), contraction operands are
-  read as they are (their producers stay separate kernels), and limits on parameters and size keep the
+  read as they are (their producers stay separate kernels), except a dot's weight (B) operand computed
+  from constants alone (a packed 4-bit weight's unpack, zero point and scale: weight_prologue_cone),
+  which the dot's kernel computes as it loads its B tiles; limits on parameters and size keep the
   tile's registers in check.
 Parameters are numbered in the order a walk from the root first reads them, so fusions computing the
 same thing on same-shaped inputs are the same kernel.
@@ -59,6 +61,8 @@ class Group:
     cone: set[int] = field(default_factory=set)  # members that attention's q, k, v are views of
     second: Instruction | None = None           # a second convolution accumulated over the same output tile
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
+    prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
+    shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
 
     def contains(self, inst: Instruction) -> bool:
         return any(m is inst for m in self.members)
@@ -226,6 +230,12 @@ class Fusion(Pass):
             if len(g.members) > 1 and g.root.parent is comp:
                 self._materialize(module, comp, g)
                 changed = True
+            elif g.prologue and g.heavy is not None and g.heavy.parent is comp:
+                # the root was cheap and went into its consumers: the dot still computes its weight in its loads
+                chain = [m for m in g.members if id(m) in g.prologue and m.parent is comp]
+                self._materialize(module, comp, Group(g.heavy, "output", [g.heavy] + chain, g.heavy,
+                                                      prologue=g.prologue, shared=g.shared))
+                changed = True
         module.analyses.fusion_explanations = list(self.explanations)
         return changed
 
@@ -265,6 +275,11 @@ class Fusion(Pass):
                         if reason is not None:
                             group.cone.discard(id(p))
                             self._explain(p, inst, reason)
+                        continue
+                    if inst.opcode == "dot" and i == 1 and group.heavy is inst:
+                        reason = self._weight_prologue(group, p, owner, outputs)
+                        if reason is not None:
+                            self._explain(p, inst, f"not computed in the dot's weight loads: {reason}")
                         continue
                     self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
                                            "(no prologue fusion into its operand loads)")
@@ -358,6 +373,34 @@ class Fusion(Pass):
             return False
         return all(any(g.contains(u) for g in groups) for u in inst.users)
 
+    def _weight_prologue(self, group: Group, p: Instruction, owner: dict[int, Group],
+                         outputs: set[int]) -> str | None:
+        """Merge the chain computing the dot's weight operand p into the group, computed as the kernel loads
+        its B tiles, or say why not (see weight_prologue_cone)."""
+        dot = group.heavy
+        if group.kind != "output" or group.second is not None:
+            return "the output tile already holds another contraction"
+        cone, why = weight_prologue_cone(dot, p, self.ranges)
+        if why is not None:
+            return why
+        members = [m for m in cone if m.opcode != "constant" or "ref" not in m.attrs]
+        if any(id(m) in owner for m in members if not _cheap(m, self.ranges)):
+            return "part of its chain is already fused elsewhere"
+        trial = Group(group.root, group.kind, group.members + members, dot)
+        if len(_operands_outside(trial)) > MAX_PARAMETERS:
+            return f"the fusion would read more than {MAX_PARAMETERS} buffers"
+        if len(trial.members) > MAX_INSTRUCTIONS:
+            return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
+        inside = {id(m) for m in members} | {id(dot)}
+        for m in members:
+            group.members.append(m)
+            group.prologue.add(id(m))
+            if all(id(u) in inside for u in m.users) and id(m) not in outputs:
+                owner[id(m)] = group
+            else:  # a cheap one used elsewhere too is duplicated, not owned
+                group.shared.add(id(m))
+        return None
+
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
         self.explanations.append(f"%{producer.name} -> %{consumer.name}: {reason}")
 
@@ -368,13 +411,14 @@ class Fusion(Pass):
         mapping: dict[int, Instruction] = {}
         for i, p in enumerate(params):
             mapping[id(p)] = body.add(Instruction(f"param_{i}", "parameter", p.shape, (), {"index": i}))
+        shared = _shared_prologue(g, order)
         for inst in order:
             clone = Instruction(inst.name, inst.opcode, inst.shape, [mapping[id(o)] for o in inst.operands],
-                                inst.attrs, inst.called, inst.origin)
+                                inst.attrs, inst.called, () if id(inst) in shared else inst.origin)
             mapping[id(inst)] = body.add(clone)
         body.root = mapping[id(g.root)]
         module.add_computation(body)
-        origin = tuple(dict.fromkeys(o for m in order for o in m.origin))
+        origin = tuple(dict.fromkeys(o for m in order if id(m) not in shared for o in m.origin))
         fused = Instruction(comp.unique_name(f"fusion.{g.root.name}"), "fusion", g.root.shape, params,
                             {"kind": g.kind}, body, origin)
         comp.insert_before(g.root, fused)
@@ -382,6 +426,22 @@ class Fusion(Pass):
         for inst in reversed(order):  # members no one else uses any more
             if not inst.users and inst.parent is comp:
                 comp.remove(inst)
+
+
+def _shared_prologue(g: Group, order: list[Instruction]) -> set[int]:
+    """The weight-prologue members other kernels compute too (the nibble shifts and masks every unpack of a
+    shape uses, one instruction after CSE, whose origin names every MatMulNBits node), and the members only
+    they use: their origins are not this kernel's sources."""
+    shared = set(g.shared)
+    grew = True
+    while grew:
+        grew = False
+        for m in order:
+            if id(m) in g.prologue and id(m) not in shared and \
+                    all(id(u) in shared or not g.contains(u) for u in m.users):
+                shared.add(id(m))
+                grew = True
+    return shared
 
 
 def _canonical_order(g: Group) -> tuple[list[Instruction], list[Instruction]]:
@@ -411,6 +471,49 @@ def _canonical_order(g: Group) -> tuple[list[Instruction], list[Instruction]]:
             done.add(id(inst))
             order.append(inst)
     return order, params
+
+
+PROLOGUE_OPS = LOOP_OPS - ops_with("indexed_read") - {"dynamic-slice", "size"}
+
+
+def weight_prologue_cone(dot: Instruction, w: Instruction, ranges: Ranges) -> tuple[list[Instruction], str | None]:
+    """The instructions computing a dot's weight operand w from constants alone (w first), which the dot's
+    kernel may compute as it loads its B tiles so the computed weight never reaches memory: a dequantization
+    of packed 4-bit weights (byte broadcast, shift, mask, convert, zero point and scale per block), an int8 or
+    f16 weight converted, any chain of elementwise ops, converts and reindexing views whose leaves are
+    constants. Refused (with why) unless every member is such a loop op used only inside the chain or cheap
+    to recompute, the dot has one contracting dim (batch dims, as split-K's slices, are fine), and the
+    constants read are fewer bytes than the weight they compute (else reading the weight costs less)."""
+    if dot.opcode != "dot" or len(dot.attrs["rhs_contracting_dims"]) != 1:
+        return [], "only a dot with one contracting dim computes its weight in its loads"
+    if w.opcode not in PROLOGUE_OPS:
+        return [], f"{w.opcode} is not a loop op"
+    cone: list[Instruction] = []
+    seen: set[int] = set()
+    work = [w]
+    leaf_bytes = 0
+    while work:
+        x = work.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode == "constant":
+            cone.append(x)
+            leaf_bytes += _bytes(x, ranges) if "ref" in x.attrs else 0
+            continue
+        if x.opcode not in PROLOGUE_OPS or x.shape.is_tuple or not x.shape.is_static:
+            return [], f"%{x.name} ({x.opcode}) is not a loop op on constants"
+        cone.append(x)
+        work.extend(x.operands)
+    ids = seen | {id(dot)}
+    for x in cone:
+        if x is not w and x.opcode != "constant" and not all(id(u) in ids for u in x.users) and not _cheap(x, ranges):
+            return [], f"%{x.name} ({x.opcode}) has users outside the weight's chain"
+    if w.users and not all(u is dot for u in w.users):
+        return [], f"%{w.name} has users other than the dot"
+    if leaf_bytes >= _bytes(w, ranges):
+        return [], f"its constants ({leaf_bytes} bytes) are no smaller than the weight ({_bytes(w, ranges)} bytes)"
+    return cone, None
 
 
 def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:

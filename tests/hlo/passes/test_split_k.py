@@ -1,0 +1,65 @@
+"""Split-K of decode-sized dots whose weight is computed from constants (mlcc/hlo/passes/split_k.py): IR text
+in, IR text out, the same values before and after; and the tile heuristic that chooses the slices."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mlcc.emit.matmul_tiles import split_k_slices
+from mlcc.hlo.passes.split_k import SplitK
+from tests.hlo.passes.pass_numerics import check_rewrite
+
+RNG = np.random.default_rng(3)
+CONSTANTS = {"packed": RNG.integers(0, 256, (4, 8)).astype(np.uint8)}
+
+# x [2,16] @ dequant(packed)^T, 4 output features, the weight (q - 8) from two nibbles a byte
+WEIGHT = """    %x = f32[2,16]{1,0} parameter(0), name=x
+    %packed = u8[4,8]{1,0} constant(), ref=packed
+    %bytes = u8[4,8,2]{2,1,0} broadcast(%packed), dimensions={0,1}
+    %shifts.v = u8[2]{0} constant(), value={0,4}
+    %shifts = u8[4,8,2]{2,1,0} broadcast(%shifts.v), dimensions={2}
+    %fifteen = u8[4,8,2]{2,1,0} constant(), splat=15
+    %shifted = u8[4,8,2]{2,1,0} shift-right-logical(%bytes, %shifts)
+    %nibbles = u8[4,8,2]{2,1,0} and(%shifted, %fifteen)
+    %q = u8[4,16]{1,0} reshape(%nibbles)
+    %qf = f32[4,16]{1,0} convert(%q)
+    %eight = f32[4,16]{1,0} constant(), splat=8
+    %w = f32[4,16]{1,0} subtract(%qf, %eight)
+"""
+DECODE_DOT = f"""
+  ENTRY %main {{
+{WEIGHT}    %y = f32[2,4]{{1,0}} dot(%x, %w), lhs_batch_dims={{}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{}}, rhs_contracting_dims={{1}}
+    ROOT %t = (f32[2,4]{{1,0}}) tuple(%y)
+  }}"""
+
+
+def test_a_decode_dot_computing_its_weight_is_split_over_k_and_its_partials_reduced():
+    check_rewrite(SplitK(lambda m, n, k, dtype: 4), DECODE_DOT, constants=CONSTANTS, rtol=1e-5, expected=f"""
+      ENTRY %main {{
+{WEIGHT}        %y.lhs_slices = f32[2,4,4]{{2,1,0}} reshape(%x)
+        %y.rhs_slices = f32[4,4,4]{{2,1,0}} reshape(%w)
+        %y.partials = f32[4,2,4]{{2,1,0}} dot(%y.lhs_slices, %y.rhs_slices), lhs_batch_dims={{1}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{1}}, rhs_contracting_dims={{2}}
+        %y.sum = f32[2,4]{{1,0}} reduce(%y.partials), dimensions={{0}}, kind=add
+        ROOT %t = (f32[2,4]{{1,0}}) tuple(%y.sum)
+      }}""")
+
+
+def test_a_dot_of_more_rows_than_decode_or_a_weight_read_as_it_is_is_not_split():
+    prefill = DECODE_DOT.replace("f32[2,16]", "f32[32,16]").replace("f32[2,4]", "f32[32,4]")
+    check_rewrite(SplitK(lambda m, n, k, dtype: 4), prefill, constants=CONSTANTS, expected=None)
+    weight_argument = """
+      ENTRY %main {
+        %x = f32[2,16]{1,0} parameter(0), name=x
+        %w = f32[4,16]{1,0} parameter(1), name=w
+        %y = f32[2,4]{1,0} dot(%x, %w), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={1}
+        ROOT %t = (f32[2,4]{1,0}) tuple(%y)
+      }"""
+    check_rewrite(SplitK(lambda m, n, k, dtype: 4), weight_argument, expected=None)
+
+
+def test_the_tiles_split_k_until_the_programs_fill_the_sms():
+    assert split_k_slices(1, 64, 4096, "f16") == 16      # 1 tile of 64 columns: 16 slices of 256
+    assert split_k_slices(1, 1024, 4096, "f16") == 4     # 16 tiles: 4 slices fill 64 of 108 SMs
+    assert split_k_slices(1, 8192, 4096, "f16") == 1     # 128 tiles fill the GPU already
+    assert split_k_slices(1, 64, 256, "f16") == 1        # a slice keeps at least 256 of K
+    assert split_k_slices(32, 64, 4096, "f16") == 1      # not decode-sized
