@@ -25,7 +25,7 @@ from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_mode
 from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
-from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
+from mlcc.frontend.onnx.types import PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
@@ -393,6 +393,14 @@ class _GraphImporter:
         if ir_dtype(tensor.data_type) is None:
             return Tensor(tensor.name, "u8", tuple(tensor.dims),
                           deferred=f"has element type {onnx_type_name(tensor.data_type)}, which mlcc does not support")
+        bits = PACKED_BITS.get(tensor.data_type)
+        if bits is not None and tensor.HasField("raw_data"):
+            numel = int(np.prod(tensor.dims, dtype=np.int64))
+            want = -(-numel * bits // 8)
+            if len(tensor.raw_data) != want:
+                raise InvalidModelError(
+                    f"initializer '{tensor.name}' ({onnx_type_name(tensor.data_type)}, dims {list(tensor.dims)}) "
+                    f"has {len(tensor.raw_data)} bytes of packed data, not {want}", file=self.ctx.file)
         return self._known(tensor.name, onnx.numpy_helper.to_array(tensor))
 
     def _known(self, name: str, arr: np.ndarray, origin: tuple[str, ...] = ()) -> Tensor:
