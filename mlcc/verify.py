@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
+from mlcc.bundle.dtypes import STORAGE_NAMES, numpy_dtype
 from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
@@ -51,6 +52,16 @@ def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str,
     out = {}
     for s in spec:
         shape = [eval_size(d, sizes or {}) for d in s["shape"]]
+        if s["numpy_dtype"] in STORAGE_NAMES:  # fp8/fp4 ~ N(0,1) (e8m0: |N(0,1)|); 4- and 2-bit ints over their range
+            dt = numpy_dtype(s["numpy_dtype"])
+            x = rng.standard_normal(shape).astype(np.float32)
+            if s["numpy_dtype"].startswith("float"):
+                out[s["name"]] = (np.abs(x) if "e8m0" in s["numpy_dtype"] else x).astype(dt)
+            else:
+                bits = 4 if "4" in s["numpy_dtype"] else 2
+                lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if s["numpy_dtype"][0] == "i" else (0, 1 << bits)
+                out[s["name"]] = rng.integers(lo, hi, shape).astype(dt)
+            continue
         dt = np.dtype(s["numpy_dtype"]) if s["numpy_dtype"] != "bfloat16" else None
         if dt is None or dt.kind == "f":
             arr = rng.standard_normal(shape).astype(np.float32)
@@ -139,12 +150,16 @@ def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
+    unreadable: tuple[type, ...] = ()
+    if any(np.asarray(v).dtype.name in STORAGE_NAMES for v in inputs.values()):
+        unreadable = (RuntimeError,)  # its Python binding takes no ml_dtypes fp8/int4 array ("Numpy_type 272")
     try:
         sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
         return dict(zip(names, sess.run(names, feed)))
-    except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException) as e:
+    except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException,
+            *unreadable) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ReferenceUnavailableError(f"onnxruntime cannot run this model, so there is no reference ({first}); "
                                         f"give the expected outputs in --inputs as out:<name>",
