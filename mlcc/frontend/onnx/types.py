@@ -20,6 +20,9 @@ IR_DTYPE_OF_ONNX: dict[int, str] = {
 # Element types ONNX packs several to a byte in raw_data (element 0 in the low bits): their bits each.
 PACKED_BITS = {TensorProto.FLOAT4E2M1: 4, TensorProto.INT4: 4, TensorProto.UINT4: 4, TensorProto.INT2: 2,
                TensorProto.UINT2: 2}
+# Element types a TensorProto may store one to an int32_data entry: the range an entry must be in.
+INT32_DATA_RANGES = {TensorProto.INT8: (-128, 127), TensorProto.UINT8: (0, 255), TensorProto.INT16: (-32768, 32767),
+                     TensorProto.UINT16: (0, 65535), TensorProto.BOOL: (0, 1)}
 ONNX_OF_IR_DTYPE = {v: k for k, v in IR_DTYPE_OF_ONNX.items()}
 
 
