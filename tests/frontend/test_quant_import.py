@@ -178,3 +178,16 @@ def test_an_int4_weight_dequantizes_into_a_matmul(tmp_path):
     got = mlcc.load(tmp_path / "b").run({"x": x})["y"]
     (want,) = ReferenceEvaluator(m).run(None, {"x": x})
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_value_computed_from_an_unsupported_initializer_names_that_initializer(tmp_path):
+    """The error names the value whose type mlcc lacks, not the float output computed from it (it named a
+    DequantizeLinear's float output as the INT4 tensor)."""
+    w = numpy_helper.from_array(np.ones((2, 3), np.complex64), "w")
+    m = model([helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+               helper.make_node("Add", ["x", "wf"], ["y"])],
+              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w], opset=21)
+    proc = compile_cli(m, tmp_path)
+    assert proc.returncode == 69 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "input 'wf' is computed from 'w', which has element type COMPLEX64" in proc.stderr, proc.stderr

@@ -478,7 +478,9 @@ class _GraphImporter:
                 if not all(t.is_known or t.deferred for t in inputs):
                     raise
                 # only values known at import or computed from symbolic dims: so is this node's output
-                reason = next((t.deferred for t in inputs if t.deferred), None)
+                source = next((t for t in inputs if t.deferred), None)
+                reason = None if source is None else source.deferred if source.deferred.startswith(
+                    "is computed from") else f"is computed from '{source.name}', which {source.deferred}"
                 results = [Deferred(reason or e.message)] * len(proto.output)
             self._record(proto, label, results)
         except FrontendError:
