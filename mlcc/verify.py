@@ -145,6 +145,26 @@ class ReferenceUnavailableError(UnsupportedError):
     compare with unless the expected outputs are given."""
 
 
+# fp8 arrays go to onnxruntime as OrtValues of their bits (its binding takes no ml_dtypes array), and come back so.
+ORT_FP8 = {"float8_e4m3fn": 17, "float8_e4m3fnuz": 18, "float8_e5m2": 19, "float8_e5m2fnuz": 20}  # TensorProto ids
+ORT_FP8_OUTPUTS = {"tensor(float8e4m3fn)": "float8_e4m3fn", "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
+                   "tensor(float8e5m2)": "float8_e5m2", "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
+
+
+def _run_fp8(ort: Any, sess: Any, names: list[str], feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    values = {}
+    for name, v in feed.items():
+        v = np.ascontiguousarray(v)
+        values[name] = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint8), ORT_FP8[v.dtype.name])
+                        if v.dtype.name in ORT_FP8 else ort.OrtValue.ortvalue_from_numpy(v))
+    types = {o.name: o.type for o in sess.get_outputs()}
+    out = {}
+    for name, r in zip(names, sess.run_with_ort_values(names, values)):
+        arr = r.numpy()
+        out[name] = arr.view(numpy_dtype(ORT_FP8_OUTPUTS[types[name]])) if types[name] in ORT_FP8_OUTPUTS else arr
+    return out
+
+
 def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
@@ -157,6 +177,9 @@ def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]
         sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+        if any(np.asarray(v).dtype.name in ORT_FP8 for v in feed.values()) or \
+                any(o.type in ORT_FP8_OUTPUTS for o in sess.get_outputs()):
+            return _run_fp8(ort, sess, names, feed)
         return dict(zip(names, sess.run(names, feed)))
     except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException,
             *unreadable) as e:

@@ -82,3 +82,18 @@ def test_verify_takes_fp8_and_int4_inputs_from_an_npz(tmp_path):
     proc = run_cli("verify", str(model), "--inputs", str(tmp_path / "in.npz"), "--target", "none")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "ok   y: float8_e4m3fn[3, 5] max abs err 0" in proc.stdout, proc.stdout
+
+
+def test_verify_compares_an_fp8_model_with_onnxruntime(tmp_path):
+    """onnxruntime takes fp8 inputs and gives fp8 outputs as OrtValues of their bits: verify's random fp8 inputs
+    reach it, and its fp8 outputs compare with the bundle's bit for bit."""
+    nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT), helper.make_node("Relu", ["xf"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "s"], ["q"], output_dtype=TensorProto.FLOAT8E4M3FN)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT8E5M2, [4, 16])],
+                              [helper.make_tensor_value_info("q", TensorProto.FLOAT8E4M3FN, [4, 16])],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.25])])
+    model = tmp_path / "f8.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), model)
+    proc = run_cli("verify", str(model), "--target", "none")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "ok   q: float8_e4m3fn[4, 16] max abs err 0, max rel err 0 (vs onnxruntime)" in proc.stdout, proc.stdout
