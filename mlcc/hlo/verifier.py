@@ -9,7 +9,7 @@ schedule once scheduled, the buffer plan once buffers are assigned.
 
 from __future__ import annotations
 
-from mlcc.hlo.ir import Computation, Instruction, Module, Property, Shape, is_storage
+from mlcc.hlo.ir import DTYPE_BITS, Computation, Instruction, Module, Property, Shape, is_storage
 from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC, ops_with
 from mlcc.hlo.shape_inference import ShapeError, infer_shape
 
@@ -50,6 +50,10 @@ def _storage_dtypes(shape) -> list[str]:
 
 
 def _check_storage(inst: Instruction, where: str, errors: list[str]) -> None:
+    if inst.opcode == "bitcast-convert" and not inst.shape.is_tuple and inst.operands:
+        src, dst = inst.operands[0].shape.dtype, inst.shape.dtype
+        if (is_storage(src) or is_storage(dst)) and DTYPE_BITS[src] != DTYPE_BITS[dst]:
+            errors.append(f"{where}: reinterprets {DTYPE_BITS[src]}-bit {src} as {DTYPE_BITS[dst]}-bit {dst}")
     if inst.opcode in STORAGE_OPS:
         return
     found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]

@@ -55,6 +55,12 @@ def test_arithmetic_on_a_storage_type_is_rejected(op):
   ROOT %y = pred[4]{0} compare(%x, %x), direction=EQ""")
 
 
+def test_bitcast_convert_keeps_the_bit_width():
+    with pytest.raises(VerifierError, match="reinterprets 8-bit u8 as 4-bit s4"):
+        module("""  %x = u8[4]{0} parameter(0)
+  ROOT %y = s4[4]{0} bitcast-convert(%x)""")
+
+
 def test_convert_bitcast_and_data_movement_are_accepted():
     module("""  %x = u8[4]{0} parameter(0)
   %b = f8e5m2[4]{0} bitcast-convert(%x)

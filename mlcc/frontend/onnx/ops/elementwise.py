@@ -10,7 +10,7 @@ from mlcc.frontend.onnx.ops.helpers import broadcast_inputs, full, require_float
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.frontend.onnx.types import ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape, is_float
+from mlcc.hlo.ir import DTYPE_BITS, Instruction, Shape, is_float
 
 UNARY = {
     "Abs": "abs", "Neg": "negate", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Tanh": "tanh",
@@ -311,7 +311,7 @@ def import_bitcast(b: Builder, node: OnnxNode) -> list[Result]:
     if dtype is None:
         raise node.unsupported(f"bitcast to {onnx_type_name(to)}")
     x = node.input(0)
-    if DTYPE_BYTES[dtype] != DTYPE_BYTES[x.shape.dtype]:
+    if DTYPE_BITS[dtype] != DTYPE_BITS[x.shape.dtype]:
         raise node.error(f"cannot reinterpret {x.shape.dtype} as {dtype}")
     if dtype == x.shape.dtype:
         return [x]
