@@ -97,3 +97,14 @@ def test_verify_compares_an_fp8_model_with_onnxruntime(tmp_path):
     proc = run_cli("verify", str(model), "--target", "none")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "ok   q: float8_e4m3fn[4, 16] max abs err 0, max rel err 0 (vs onnxruntime)" in proc.stdout, proc.stdout
+
+
+def test_manifest_schema_lists_every_dtype():
+    from mlcc.bundle.dtypes import NUMPY_NAMES
+    from mlcc.bundle.schemas import load_schema
+    from mlcc.hlo.dtypes import numpy_dtype
+    from mlcc.hlo.ir import DTYPES
+    io = load_schema("manifest")["$defs"]["io"]["properties"]
+    assert io["dtype"]["enum"] == list(DTYPES)
+    assert io["numpy_dtype"]["enum"] == list(NUMPY_NAMES)
+    assert sorted(numpy_dtype(d).name for d in DTYPES) == sorted(NUMPY_NAMES)
