@@ -103,7 +103,7 @@ def _output_dtype(node: OnnxNode) -> str | None:
     return None
 
 
-@onnx_op("DequantizeLinear", since=10)
+@onnx_op("DequantizeLinear", since=10, fold=False)  # quantized weights stay quantized: see passes/quantized_dot.py
 def import_dequantize_linear(b: Builder, node: OnnxNode) -> list[Result]:
     """(x - zero_point) * scale, computed in float32 (float64 for a float64 scale) and rounded to the output
     type; fp8 and f4 inputs have no zero point."""
