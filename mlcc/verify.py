@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
+from mlcc.bundle.dtypes import STORAGE_NAMES, numpy_dtype
 from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
@@ -51,6 +52,16 @@ def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str,
     out = {}
     for s in spec:
         shape = [eval_size(d, sizes or {}) for d in s["shape"]]
+        if s["numpy_dtype"] in STORAGE_NAMES:  # fp8/fp4 ~ N(0,1) (e8m0: |N(0,1)|); 4- and 2-bit ints over their range
+            dt = numpy_dtype(s["numpy_dtype"])
+            x = rng.standard_normal(shape).astype(np.float32)
+            if s["numpy_dtype"].startswith("float"):
+                out[s["name"]] = (np.abs(x) if "e8m0" in s["numpy_dtype"] else x).astype(dt)
+            else:
+                bits = 4 if "4" in s["numpy_dtype"] else 2
+                lo, hi = (-(1 << (bits - 1)), 1 << (bits - 1)) if s["numpy_dtype"][0] == "i" else (0, 1 << bits)
+                out[s["name"]] = rng.integers(lo, hi, shape).astype(dt)
+            continue
         dt = np.dtype(s["numpy_dtype"]) if s["numpy_dtype"] != "bfloat16" else None
         if dt is None or dt.kind == "f":
             arr = rng.standard_normal(shape).astype(np.float32)
@@ -134,17 +145,44 @@ class ReferenceUnavailableError(UnsupportedError):
     compare with unless the expected outputs are given."""
 
 
+# fp8 arrays go to onnxruntime as OrtValues of their bits (its binding takes no ml_dtypes array), and come back so.
+ORT_FP8 = {"float8_e4m3fn": 17, "float8_e4m3fnuz": 18, "float8_e5m2": 19, "float8_e5m2fnuz": 20}  # TensorProto ids
+ORT_FP8_OUTPUTS = {"tensor(float8e4m3fn)": "float8_e4m3fn", "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
+                   "tensor(float8e5m2)": "float8_e5m2", "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
+
+
+def _run_fp8(ort: Any, sess: Any, names: list[str], feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    values = {}
+    for name, v in feed.items():
+        v = np.ascontiguousarray(v)
+        values[name] = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint8), ORT_FP8[v.dtype.name])
+                        if v.dtype.name in ORT_FP8 else ort.OrtValue.ortvalue_from_numpy(v))
+    types = {o.name: o.type for o in sess.get_outputs()}
+    out = {}
+    for name, r in zip(names, sess.run_with_ort_values(names, values)):
+        arr = r.numpy()
+        out[name] = arr.view(numpy_dtype(ORT_FP8_OUTPUTS[types[name]])) if types[name] in ORT_FP8_OUTPUTS else arr
+    return out
+
+
 def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
+    unreadable: tuple[type, ...] = ()
+    if any(np.asarray(v).dtype.name in STORAGE_NAMES for v in inputs.values()):
+        unreadable = (RuntimeError,)  # its Python binding takes no ml_dtypes fp8/int4 array ("Numpy_type 272")
     try:
         sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
         names = [o.name for o in sess.get_outputs()]
         feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+        if any(np.asarray(v).dtype.name in ORT_FP8 for v in feed.values()) or \
+                any(o.type in ORT_FP8_OUTPUTS for o in sess.get_outputs()):
+            return _run_fp8(ort, sess, names, feed)
         return dict(zip(names, sess.run(names, feed)))
-    except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException) as e:
+    except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException,
+            *unreadable) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ReferenceUnavailableError(f"onnxruntime cannot run this model, so there is no reference ({first}); "
                                         f"give the expected outputs in --inputs as out:<name>",

@@ -30,6 +30,8 @@ def _torch_buffer(arr: np.ndarray):
         return torch.from_numpy(flat.view(np.uint8).copy()).view(torch.bool)
     if flat.dtype.name == "bfloat16":
         return torch.from_numpy(flat.view(np.uint16).copy()).view(torch.bfloat16)
+    if flat.dtype.itemsize == 1 and flat.dtype.kind not in "iub":  # fp8, fp4, int4...: their bits, as kernels hold them
+        return torch.from_numpy(flat.view(np.uint8).copy())
     return torch.from_numpy(flat.copy())
 
 

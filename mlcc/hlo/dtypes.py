@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    import ml_dtypes
-    _BF16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes ships with onnx's deps
-    _BF16 = None
+import ml_dtypes  # ships with onnx's deps
 
 _TO_NUMPY = {
     "pred": np.dtype(np.bool_), "s8": np.dtype(np.int8), "s16": np.dtype(np.int16),
@@ -16,8 +12,13 @@ _TO_NUMPY = {
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
 }
-if _BF16 is not None:
-    _TO_NUMPY["bf16"] = _BF16
+_TO_NUMPY.update({
+    "bf16": np.dtype(ml_dtypes.bfloat16), "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz), "f8e8m0fnu": np.dtype(ml_dtypes.float8_e8m0fnu),
+    "f4e2m1fn": np.dtype(ml_dtypes.float4_e2m1fn), "s4": np.dtype(ml_dtypes.int4), "u4": np.dtype(ml_dtypes.uint4),
+    "s2": np.dtype(ml_dtypes.int2), "u2": np.dtype(ml_dtypes.uint2),
+})
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 
 

@@ -15,10 +15,22 @@ from typing import Any, Iterable, Iterator, Union
 from mlcc.hlo.analyses import Analyses
 from mlcc.hlo.symbolic import product, upper
 
+# Quantized storage types, spelt as XLA spells them: 8-bit floats (e4m3fn and e5m2 with their fnuz forms,
+# e8m0 the power-of-two scale type of MX formats), the 4-bit float e2m1 and 4- and 2-bit integers. They hold
+# values only: convert, bitcast-convert, data movement and constants take them; arithmetic happens after a
+# convert to a wide type (the verifier checks it, mlcc/hlo/verifier.py). In memory each element takes one byte,
+# its bit pattern in the low bits and the high bits zero (ml_dtypes' in-memory form of int4, float4_e2m1fn...),
+# so a buffer of n elements is n bytes and DTYPE_BYTES holds for every dtype; DTYPE_BITS is the width of the
+# value itself.
+F8_DTYPES = ("f8e4m3fn", "f8e4m3fnuz", "f8e5m2", "f8e5m2fnuz", "f8e8m0fnu")
+NARROW_FLOAT_DTYPES = F8_DTYPES + ("f4e2m1fn",)
+NARROW_INT_DTYPES = ("s4", "u4", "s2", "u2")
+STORAGE_DTYPES = NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES
 DTYPES = ("pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
-          "f16", "bf16", "f32", "f64")
+          "f16", "bf16", "f32", "f64") + STORAGE_DTYPES
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-               "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+               "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, **{t: 1 for t in STORAGE_DTYPES}}
+DTYPE_BITS = {**{t: 8 * n for t, n in DTYPE_BYTES.items()}, "f4e2m1fn": 4, "s4": 4, "u4": 4, "s2": 2, "u2": 2}
 # No device mlcc targets addresses more than 2**48 bytes (256 TiB: the 48-bit virtual address space of x86-64 and
 # of the GPUs' unified addressing): a larger value cannot exist.
 MAX_VALUE_BYTES = 2**48
@@ -36,6 +48,11 @@ def is_float(dtype: str) -> bool:
 
 def is_int(dtype: str) -> bool:
     return dtype in INT_DTYPES
+
+
+def is_storage(dtype: str) -> bool:
+    """A quantized storage type (fp8, fp4, 4- and 2-bit ints): values only, no arithmetic."""
+    return dtype in STORAGE_DTYPES
 
 
 def default_layout(rank: int) -> tuple[int, ...]:

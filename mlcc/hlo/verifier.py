@@ -9,8 +9,8 @@ schedule once scheduled, the buffer plan once buffers are assigned.
 
 from __future__ import annotations
 
-from mlcc.hlo.ir import Computation, Instruction, Module, Property, Shape
-from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC
+from mlcc.hlo.ir import DTYPE_BITS, Computation, Instruction, Module, Property, Shape, is_storage
+from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC, ops_with
 from mlcc.hlo.shape_inference import ShapeError, infer_shape
 
 
@@ -37,6 +37,30 @@ def _same_logical(a, b) -> bool:
     return a.dtype == b.dtype and tuple(a.dims) == tuple(b.dims)
 
 
+# The ops that take the quantized storage types (fp8, fp4, 4- and 2-bit ints): they convert, reinterpret, move
+# or hold values; arithmetic on them happens after a convert to a wide type.
+STORAGE_OPS = (ops_with("data_movement") | ops_with("structural") | ops_with("no_kernel")
+               | {"convert", "bitcast-convert", "select"})
+
+
+def _storage_dtypes(shape) -> list[str]:
+    if shape.is_tuple:
+        return [d for e in shape.elements for d in _storage_dtypes(e)]
+    return [shape.dtype] if is_storage(shape.dtype) else []
+
+
+def _check_storage(inst: Instruction, where: str, errors: list[str]) -> None:
+    if inst.opcode == "bitcast-convert" and not inst.shape.is_tuple and inst.operands:
+        src, dst = inst.operands[0].shape.dtype, inst.shape.dtype
+        if (is_storage(src) or is_storage(dst)) and DTYPE_BITS[src] != DTYPE_BITS[dst]:
+            errors.append(f"{where}: reinterprets {DTYPE_BITS[src]}-bit {src} as {DTYPE_BITS[dst]}-bit {dst}")
+    if inst.opcode in STORAGE_OPS:
+        return
+    found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]
+    if found:
+        errors.append(f"{where}: takes {found[0]}, a storage type (convert it to a wide type first)")
+
+
 def verify_instruction(inst: Instruction, errors: list[str]) -> None:
     where = f"%{inst.name} ({inst.opcode})"
     info = OPCODES.get(inst.opcode)
@@ -60,6 +84,7 @@ def verify_instruction(inst: Instruction, errors: list[str]) -> None:
         if a not in known:
             errors.append(f"{where}: unexpected attribute '{a}'")
     _check_layout(inst.shape, where, errors)
+    _check_storage(inst, where, errors)
     if inst.opcode == "fusion":
         if inst.called is None:
             errors.append(f"{where}: fusion without a called computation")

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import jinja2
 
+from mlcc.emit.codegen import narrow
 from mlcc.emit.codegen.elementwise import element_code
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, size_code
 from mlcc.emit.codegen.triton_types import tl_type, triton_type
@@ -139,6 +140,9 @@ def _env() -> jinja2.Environment:
     env.filters["code"] = size_code  # a size inside a template expression, as kernel source
     env.globals["tl_type"] = tl_type
     env.globals["element_code"] = element_code  # an elementwise op statement's code (loop_ops.py.jinja)
+    env.globals["is_storage"] = narrow.is_storage  # fp8/fp4/int4 conversions (loop_ops.py.jinja convert)
+    env.globals["narrow_convert"] = narrow.convert_lines
+    env.globals["const_bits"] = narrow.bits
     return env
 
 

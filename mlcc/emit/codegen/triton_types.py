@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from mlcc.hlo.ir import STORAGE_DTYPES
+
+# A quantized storage type (fp8, fp4, 4- and 2-bit ints) is its bit pattern in a byte, the low bits
+# (mlcc/emit/codegen/narrow.py converts it).
+
 # Argument types of a kernel signature (a pointer is "*" + this).
 TRITON_TYPES = {
     "pred": "i1", "s8": "i8", "s16": "i16", "s32": "i32", "s64": "i64",
     "u8": "u8", "u16": "u16", "u32": "u32", "u64": "u64",
     "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64",
+    **{t: "u8" for t in STORAGE_DTYPES},
 }
 # triton.language dtypes, as kernel source spells them.
 TL_TYPES = {
     "pred": "tl.int1", "s8": "tl.int8", "s16": "tl.int16", "s32": "tl.int32", "s64": "tl.int64",
     "u8": "tl.uint8", "u16": "tl.uint16", "u32": "tl.uint32", "u64": "tl.uint64",
     "f16": "tl.float16", "bf16": "tl.bfloat16", "f32": "tl.float32", "f64": "tl.float64",
+    **{t: "tl.uint8" for t in STORAGE_DTYPES},
 }
 
 

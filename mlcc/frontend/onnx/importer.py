@@ -25,7 +25,7 @@ from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_mode
 from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
-from mlcc.frontend.onnx.types import as_ir_array, ir_dtype, onnx_type_name
+from mlcc.frontend.onnx.types import INT32_DATA_RANGES, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
@@ -393,7 +393,31 @@ class _GraphImporter:
         if ir_dtype(tensor.data_type) is None:
             return Tensor(tensor.name, "u8", tuple(tensor.dims),
                           deferred=f"has element type {onnx_type_name(tensor.data_type)}, which mlcc does not support")
+        self._check_int_data(tensor)
         return self._known(tensor.name, onnx.numpy_helper.to_array(tensor))
+
+    def _check_int_data(self, tensor: onnx.TensorProto) -> None:
+        """Packed 4- and 2-bit data of the length its dims need, and small integers (int32_data) within their
+        type's range: onnx.numpy_helper would silently truncate or wrap either."""
+        what = f"initializer '{tensor.name}' ({onnx_type_name(tensor.data_type)}, dims {list(tensor.dims)})"
+        bits = PACKED_BITS.get(tensor.data_type)
+        if bits is not None:
+            numel = int(np.prod(tensor.dims, dtype=np.int64))
+            want = -(-numel * bits // 8)
+            have = len(tensor.raw_data) if tensor.HasField("raw_data") else len(tensor.int32_data)
+            if have != want:
+                raise InvalidModelError(f"{what} has {have} bytes of packed data, not {want}", file=self.ctx.file)
+            lo, hi = 0, 255
+        elif tensor.data_type in INT32_DATA_RANGES:
+            lo, hi = INT32_DATA_RANGES[tensor.data_type]
+        else:
+            return
+        if not tensor.HasField("raw_data") and len(tensor.int32_data):
+            data = np.asarray(tensor.int32_data, dtype=np.int64)
+            if data.min() < lo or data.max() > hi:
+                bad = int(data[(data < lo) | (data > hi)][0])
+                raise InvalidModelError(f"{what} holds {bad}, out of its type's range [{lo}, {hi}]",
+                                        file=self.ctx.file)
 
     def _known(self, name: str, arr: np.ndarray, origin: tuple[str, ...] = ()) -> Tensor:
         arr = np.asarray(arr)
@@ -454,7 +478,9 @@ class _GraphImporter:
                 if not all(t.is_known or t.deferred for t in inputs):
                     raise
                 # only values known at import or computed from symbolic dims: so is this node's output
-                reason = next((t.deferred for t in inputs if t.deferred), None)
+                source = next((t for t in inputs if t.deferred), None)
+                reason = None if source is None else source.deferred if source.deferred.startswith(
+                    "is computed from") else f"is computed from '{source.name}', which {source.deferred}"
                 results = [Deferred(reason or e.message)] * len(proto.output)
             self._record(proto, label, results)
         except FrontendError:

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from mlcc.hlo import symbolic
+from mlcc.hlo.evaluator import narrow
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.symbolic import NAME
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape
@@ -224,6 +225,8 @@ def _convert(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Value conversion: float to int truncates, saturates and maps NaN to 0; x to pred is x != 0."""
     if x.dtype == dtype:
         return x
+    if narrow.is_narrow(x.dtype) or narrow.is_narrow(dtype):
+        return narrow.convert(x, dtype, _convert)
     if dtype.kind == "b":
         return _widen(x) != 0
     if dtype.kind in "iu" and _is_float(x):

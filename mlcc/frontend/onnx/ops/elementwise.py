@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 from functools import reduce
 
+from mlcc.frontend.onnx.ops import quantize
 from mlcc.frontend.onnx.ops.helpers import broadcast_inputs, full, require_float, scalar, scalar_op, uniform_value
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.frontend.onnx.types import ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape, is_float
+from mlcc.hlo.ir import DTYPE_BITS, Instruction, Shape, is_float
 
 UNARY = {
     "Abs": "abs", "Neg": "negate", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Tanh": "tanh",
@@ -133,7 +134,7 @@ def import_cast(b: Builder, node: OnnxNode) -> list[Result]:
     dtype = ir_dtype(to)
     if dtype is None:
         raise node.unsupported(f"cast to {onnx_type_name(to)}")
-    return [b.convert(node.input(0), dtype)]
+    return [quantize.cast(b, node, node.input(0), dtype)]
 
 
 @onnx_op("CastLike", since=15)
@@ -141,7 +142,7 @@ def import_cast_like(b: Builder, node: OnnxNode) -> list[Result]:
     like = node.tensor(1)
     if like.inst is None and like.value is None and like.deferred:  # e.g. an initializer of a type mlcc lacks
         raise node.unsupported(f"input '{like.name}' {like.deferred}")
-    return [b.convert(node.input(0), like.dtype)]
+    return [quantize.cast(b, node, node.input(0), like.dtype)]
 
 
 @onnx_op("Clip", since=6)
@@ -310,7 +311,7 @@ def import_bitcast(b: Builder, node: OnnxNode) -> list[Result]:
     if dtype is None:
         raise node.unsupported(f"bitcast to {onnx_type_name(to)}")
     x = node.input(0)
-    if DTYPE_BYTES[dtype] != DTYPE_BYTES[x.shape.dtype]:
+    if DTYPE_BITS[dtype] != DTYPE_BITS[x.shape.dtype]:
         raise node.error(f"cannot reinterpret {x.shape.dtype} as {dtype}")
     if dtype == x.shape.dtype:
         return [x]
