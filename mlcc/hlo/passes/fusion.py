@@ -34,7 +34,6 @@ from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
-from mlcc.hlo.views import VIEW_OPS, affine_view
 
 LOOP_OPS = ops_with("loop_fusible")  # elementwise ops and data movement except the scatters
 DATA_MOVEMENT = LOOP_OPS & ops_with("data_movement")
@@ -247,8 +246,9 @@ class Fusion(Pass):
                         if reason is not None:
                             self._explain(p, inst, reason)
                         continue
-                    if inst.opcode == "attention" and p.opcode in VIEW_OPS and affine_view(p) is not None:
-                        # q, k, v as strided views (slices of a fused QKV projection): read in place
+                    if inst.opcode == "attention" and _kind_of(p) == "loop":
+                        # q, k, v as strided views (slices of a fused QKV projection), read in place, or
+                        # computed from them as the kernel loads its tiles (rotary embeddings)
                         group.cone.add(id(p))
                         reason = self._try_merge(group, p, owner, outputs)
                         if reason is not None:
@@ -312,8 +312,9 @@ class Fusion(Pass):
                 return why
         elif heavy is not None and group.kind == "attention" and (
                 id(p) in group.cone or any(id(u) in group.cone for u in p.users)):
-            if p.opcode not in VIEW_OPS:
-                return "attention reads q, k and v in place: only views (slices, transposes, reshapes) join"
+            why = _attention_prologue(group, p)
+            if why is not None:
+                return why
             group.cone.add(id(p))
         elif heavy is not None and group.kind in ("output", "attention"):
             fed = next((c for c in _contractions(trial) if _feeds_heavy_operands(p, c)), None)
@@ -397,6 +398,15 @@ def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:
     attention's q, k or v; an attention mask, and every epilogue side input, may be computed in-kernel."""
     operands = heavy.operands[:3] if heavy.opcode == "attention" else heavy.operands
     return any(o is p for o in operands)  # the heavy op's operands are never members, so only p itself can be
+
+
+def _attention_prologue(group: Group, p: Instruction) -> str | None:
+    """Why p cannot be computed as the attention kernel loads q, k or v tiles (None: it can). Views of the
+    inputs are read in place; elementwise ops, slices and concatenations of them (rotary embeddings:
+    x * cos + rotate_half(x) * sin) are evaluated per tile."""
+    if p.opcode not in LOOP_OPS:
+        return f"attention computes only loop ops as it loads q, k and v, not {p.opcode}"
+    return None
 
 
 def _unique_comp_name(module: Module, hint: str) -> str:

@@ -38,6 +38,7 @@ from mlcc.hlo.symbolic import as_sym
 
 MASKED_BELOW = -1e4          # a mask value at or below this removes the score
 CAUSAL_CHECK_ELEMENTS = 1 << 22
+REPLAY_ELEMENTS = 1 << 24     # the largest repeated k or v whose views are replayed on its indices
 
 
 @dataclass
@@ -276,17 +277,40 @@ def _probabilities(p: Instruction, module: Module | None) -> tuple[Instruction, 
     return p, scores
 
 
+def _reshaped_broadcast(x: Instruction) -> Instruction | None:
+    """The broadcast under x when the reshapes and transposes between them move no element: x is that
+    broadcast reshaped (torch's exporter writes repeat_kv's keys as reshape, transpose, reshape, and the
+    recognizer's own swap of the last two dims undoes the transpose). Checked by replaying the views on
+    the broadcast's element indices."""
+    chain = []
+    cur = x
+    while cur.opcode in ("reshape", "transpose") and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.operands[0]
+    b = cur
+    if b.opcode != "broadcast" or not chain or not b.shape.is_static or not x.shape.is_static \
+            or b.shape.numel() > REPLAY_ELEMENTS:
+        return None
+    idx = np.arange(b.shape.numel()).reshape(b.shape.dims)
+    for view in reversed(chain):
+        idx = idx.reshape(view.shape.dims) if view.opcode == "reshape" else idx.transpose(view.attrs["dimensions"])
+    return b if np.array_equal(idx.reshape(-1), np.arange(idx.size)) else None
+
+
 def _repeated_heads(x: Instruction) -> tuple[Instruction, tuple] | None:
     """(kv, its dims [B, Hkv, S, D]) when x [B, H, S, D] repeats each head of kv H/Hkv times in a row
     (transformers' repeat_kv: unsqueeze, expand, reshape), which grouped-query attention reads directly."""
-    if x.opcode != "reshape" or x.shape.rank != 4 or x.operands[0].opcode != "broadcast":
+    b = _reshaped_broadcast(x)
+    if x.shape.rank != 4 or b is None:
         return None
-    b = x.operands[0]
     if b.shape.rank != 5 or not b.shape.is_static or not x.shape.is_static:
         return None
     batch, kv_heads, repeats, seq, dim = b.shape.dims
     if (batch, kv_heads * repeats, seq, dim) != tuple(x.shape.dims) or repeats < 2:
         return None
+    kv = b.operands[0]
+    if tuple(b.attrs["dimensions"]) == (0, 1, 3, 4) and tuple(kv.shape.dims) == (batch, kv_heads, seq, dim):
+        return kv, (batch, kv_heads, seq, dim)  # repeat_kv's own input (which may be a transposed view)
     src, pos = peel_views(b)
     if not order_preserving(pos) or sorted(pos.values()) != [d for d in (0, 1, 3, 4) if b.shape.dims[d] != 1]:
         return None
