@@ -141,6 +141,9 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
             scores = scores + mask.astype(acc)
     if inst.attrs["causal"]:
         causal = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+        window = inst.attrs.get("window")
+        if window is not None:  # sliding window: query i also sees no key older than its last `window`
+            causal &= np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq) - window
         keep = causal if keep is None else keep & causal
     masked = inst.attrs.get("masked_value")
     if keep is not None:

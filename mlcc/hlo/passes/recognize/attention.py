@@ -11,7 +11,9 @@ Matched at the dot with v, from the forms exporters produce:
   constant of 0 / NEG values, where NEG is -inf or at most -1e4 (the dtype's min, -1e9):
   those are keep masks. A keep mask that is an ``and`` splits into its factors.
   A factor that keeps key j for query i exactly when j <= i + (Sk - Sq) (a constant
-  pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``.
+  pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``; a
+  constant that also drops every key older than the last W (Mistral's sliding window)
+  becomes ``causal=true, window=W``.
 - softmax over the keys, with or without torch's ``select(is-nan(p), 0, p)`` guard
   for fully masked rows (attention already gives those rows 0), in f32 between two
   converts for half-precision scores.
@@ -140,17 +142,23 @@ def _as_keep(f: Factor, module: Module | None) -> tuple[Factor, float] | None:
     return None
 
 
-def _tril(data: np.ndarray, pos: dict[int, int], rank: int) -> bool:
-    """Whether data (placed by pos into [..., Sq, Sk] scores) keeps exactly j <= i + (Sk - Sq)."""
+def _tril(data: np.ndarray, pos: dict[int, int], rank: int) -> int | None:
+    """0 when data (placed by pos into [..., Sq, Sk] scores) keeps exactly j <= i + (Sk - Sq); W when it
+    keeps exactly the last W of those keys (a sliding window, as Mistral's); None otherwise."""
     rows = [i for i, p in pos.items() if p == rank - 2]
     cols = [i for i, p in pos.items() if p == rank - 1]
     if len(rows) != 1 or len(cols) != 1:
-        return False
+        return None
     grid = np.moveaxis(data, [rows[0], cols[0]], [-2, -1])
     sq, sk = grid.shape[-2:]
     grid = grid.reshape(-1, sq, sk)
-    want = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
-    return bool(np.all(grid == want[None]))
+    i, j = np.arange(sq)[:, None] + (sk - sq), np.arange(sk)[None, :]
+    if bool(np.all(grid == (j <= i)[None])):
+        return 0
+    window = int(grid[0, -1].sum())  # the last query keeps the most keys when a window cuts any
+    if 0 < window < sk and bool(np.all(grid == ((j <= i) & (j > i - window))[None])):
+        return window
+    return None
 
 
 def _iota_index(v: Instruction, module: Module | None) -> tuple[int, int] | None:
@@ -202,21 +210,22 @@ def _iota_causal(cmp: Instruction, pos: dict[int, int], rank: int, negate: bool,
     return as_sym(sk) - as_sym(sq) == shift  # symbolic lengths too: Sk - Sq is a polynomial
 
 
-def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> bool:
-    """Whether the factor keeps exactly the causal pattern (a negated factor: drops exactly its complement)."""
+def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> int | None:
+    """0 when the factor keeps exactly the causal pattern (a negated factor: drops exactly its complement),
+    W when it keeps a causal sliding window of W keys, else None."""
     src = f.value
     if src.opcode == "constant" and src.shape.is_static and src.shape.numel() <= CAUSAL_CHECK_ELEMENTS:
         data = constant_array(src, module)
         if data is None:
-            return False
+            return None
         if additive:
             if not is_float(src.shape.dtype) or not np.all((data == 0) | (data <= MASKED_BELOW)):
-                return False
+                return None
             data = data == 0
         elif src.shape.dtype != "pred":
-            return False
+            return None
         return _tril(~data if f.negate else data, f.pos, rank)
-    return not additive and _iota_causal(src, f.pos, rank, f.negate, module)
+    return 0 if not additive and _iota_causal(src, f.pos, rank, f.negate, module) else None
 
 
 def _mask_operand(rw: Rewriter, f: Factor, rank: int) -> Instruction | None:
@@ -317,11 +326,13 @@ def _repeated_heads(x: Instruction) -> tuple[Instruction, tuple] | None:
     return src, (batch, kv_heads, seq, dim)
 
 
-def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list[Factor], list[Factor]]:
-    """(causal, keep factors left, additive masks left) for the masks found on the scores."""
+def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, int | None, list[Factor], list[Factor]]:
+    """(causal, its sliding window if any, keep factors left, additive masks left) for the masks found on
+    the scores."""
     keep = list(scores.keep)
     additive: list[Factor] = []
     causal = False
+    windows: list[int] = []
     for f in scores.additive:
         as_keep = _as_keep(f, module)
         src, pos = peel_views(f.value)
@@ -329,19 +340,21 @@ def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list
         if as_keep is not None:
             keep.append(as_keep[0])
             scores.masked.append(as_keep[1])
-        elif _is_causal(peeled, rank, module, additive=True):
+        elif (w := _is_causal(peeled, rank, module, additive=True)) is not None:
             causal = True
+            windows += [w] if w else []
         else:
             additive.append(peeled)
     rest: list[Factor] = []
     for f in (g for k in keep for g in _keep_factors(k)):
         if scalar_value(f.value, module) is True and not f.negate:
             continue
-        if _is_causal(f, rank, module):
+        if (w := _is_causal(f, rank, module)) is not None:
             causal = True
+            windows += [w] if w else []
         else:
             rest.append(f)
-    return causal, rest, additive
+    return causal, min(windows) if windows else None, rest, additive
 
 
 def _swap_last(rw: Rewriter, x: Instruction) -> Instruction:
@@ -368,7 +381,7 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     dtypes = {pv.shape.dtype, v.shape.dtype, p.shape.dtype, qk.shape.dtype, *(o.shape.dtype for o in qk.operands)}
     if len(dtypes) != 1:
         return None
-    causal, keep, additive = _masks(scores, rank, rw.module)
+    causal, window, keep, additive = _masks(scores, rank, rw.module)
     if len(keep) + len(additive) > 1:
         return None
     finite = {v for v in scores.masked if math.isfinite(v)}
@@ -395,9 +408,10 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     if shared_k is not None and shared_v is not None and shared_k[1][1] == shared_v[1][1]:
         k, v = rw.reshape(shared_k[0], shared_k[1]), rw.reshape(shared_v[0], shared_v[1])
     operands = [q, k, v] + ([mask] if mask is not None else [])
-    if masked_value is None:
-        return rw.op("attention", operands, scale=scale, causal=causal)
-    return rw.op("attention", operands, scale=scale, causal=causal, masked_value=masked_value)
+    attrs = {} if masked_value is None else {"masked_value": masked_value}
+    if window is not None:
+        attrs["window"] = window
+    return rw.op("attention", operands, scale=scale, causal=causal, **attrs)
 
 
 RULES = [Rule("attention", op("dot", var("p"), var("v")), _attention)]
