@@ -1,0 +1,76 @@
+"""Attention forms of LLM decoders (issue #24): sliding windows and grouped-query k/v behind the exporter's
+reshape/transpose chains. IR text in, IR text out, the same values before and after."""
+
+import numpy as np
+
+from mlcc.hlo.parser import parse_module
+from mlcc.hlo.passes.recognize.attention import RecognizeAttention, _reshaped_broadcast
+from tests.hlo.passes.pass_numerics import check_rewrite
+from tests.hlo.passes.test_recognize_attention import _additive, _sdpa, _sdpa_expected
+
+
+def _window(w: int, offset: int = 0) -> np.ndarray:
+    i, j = np.arange(8)[:, None], np.arange(8)[None, :]
+    keep = (j <= i + offset) & (j > i + offset - w)
+    return np.where(keep, 0.0, np.finfo(np.float32).min).astype(np.float32)
+
+
+def test_mistral_sliding_window_mask_becomes_a_window_attribute():
+    # Mistral's static export folds causal & (i - j < window) into one 0 / finfo.min constant
+    check_rewrite(RecognizeAttention(), _sdpa(_additive("window"), "%add"),
+                  _sdpa_expected(causal="true").replace("scale=0.25", "scale=0.25, window=3"),
+                  constants={"window": _window(3)})
+
+
+def test_a_band_that_is_not_causal_stays_a_mask():
+    # keys j in (i - 3, i + 1]: a band one step past the diagonal is no causal window
+    check_rewrite(RecognizeAttention(), _sdpa(_additive("band"), "%add"), _sdpa_expected(
+        "%arg, %arg.1, %arg.2, %mask", lines="%mask = f32[8,8]{1,0} constant(), ref=band"),
+        constants={"band": _window(4, offset=1)})
+
+
+# LLaMA's repeat_kv as torch.onnx (dynamo) writes it for k: unsqueeze+expand (a broadcast), a reshape to
+# [B*H, S, D], the transpose for k^T, a reshape back to [B, H, D, S]; v: broadcast and one reshape
+GQA = """
+  ENTRY %main {
+    %q = f32[1,4,8,16]{3,2,1,0} parameter(0), name=q
+    %k = f32[1,2,8,16]{3,2,1,0} parameter(1), name=k
+    %v = f32[1,2,8,16]{3,2,1,0} parameter(2), name=v
+    %bk = f32[1,2,2,8,16]{4,3,2,1,0} broadcast(%k), dimensions={0,1,3,4}
+    %rk = f32[4,8,16]{2,1,0} reshape(%bk)
+    %tk = f32[4,16,8]{2,1,0} transpose(%rk), dimensions={0,2,1}
+    %kt = f32[1,4,16,8]{3,2,1,0} reshape(%tk)
+    %bv = f32[1,2,2,8,16]{4,3,2,1,0} broadcast(%v), dimensions={0,1,3,4}
+    %rv = f32[1,4,8,16]{3,2,1,0} reshape(%bv)
+    %dot = f32[1,4,8,8]{3,2,1,0} dot(%q, %kt), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+    %softmax = f32[1,4,8,8]{3,2,1,0} softmax(%dot), dimension=3
+    %dot.1 = f32[1,4,8,16]{3,2,1,0} dot(%softmax, %rv), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, rhs_batch_dims={0,1}, rhs_contracting_dims={2}
+    ROOT %tuple = (f32[1,4,8,16]{3,2,1,0}) tuple(%dot.1)
+  }"""
+
+
+def test_grouped_query_keys_behind_reshape_and_transpose_are_read_unrepeated():
+    # k and v go in with their 2 heads: the op's q head h reads kv head h // 2, no repeat_kv copy (the
+    # repeated k's views are left for DCE)
+    check_rewrite(RecognizeAttention(), GQA, """
+      ENTRY %main {
+        %q = f32[1,4,8,16]{3,2,1,0} parameter(0), name=q
+        %k = f32[1,2,8,16]{3,2,1,0} parameter(1), name=k
+        %v = f32[1,2,8,16]{3,2,1,0} parameter(2), name=v
+        %bk = f32[1,2,2,8,16]{4,3,2,1,0} broadcast(%k), dimensions={0,1,3,4}
+        %rk = f32[4,8,16]{2,1,0} reshape(%bk)
+        %tk = f32[4,16,8]{2,1,0} transpose(%rk), dimensions={0,2,1}
+        %kt = f32[1,4,16,8]{3,2,1,0} reshape(%tk)
+        %attention = f32[1,4,8,16]{3,2,1,0} transpose(%kt), dimensions={0,1,3,2}
+        %attention.1 = f32[1,4,8,16]{3,2,1,0} attention(%q, %k, %v), causal=false, scale=1.0
+        ROOT %tuple = (f32[1,4,8,16]{3,2,1,0}) tuple(%attention.1)
+      }""")
+
+
+def test_a_view_chain_that_moves_elements_is_not_a_repeat():
+    # [B*H, S, D] transposed to [B*H, D, S] and read back as [B, H, D, S] is k^T, not a reshape of the
+    # repeated k: only the chain that transposes back is
+    module = parse_module(GQA)
+    views = {i.name: i for i in module.entry.instructions}
+    assert _reshaped_broadcast(views["kt"]) is None
+    assert _reshaped_broadcast(views["rv"]) is views["bv"]
