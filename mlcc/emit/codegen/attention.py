@@ -271,7 +271,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     q=TileStrides(qs[-2], qs[-1]), k=TileStrides(ks[-2], ks[-1]), v=TileStrides(vs[-2], vs[-1]),
                     out=_tile_strides(out),
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
-                    window=inst.attrs.get("window"),
+                    window=inst.attrs.get("window"), softcap=inst.attrs.get("softcap"),
                     scale=float(inst.attrs["scale"]), masked_value=inst.attrs.get("masked_value"),
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),

@@ -74,3 +74,27 @@ def test_a_view_chain_that_moves_elements_is_not_a_repeat():
     views = {i.name: i for i in module.entry.instructions}
     assert _reshaped_broadcast(views["kt"]) is None
     assert _reshaped_broadcast(views["rv"]) is views["bv"]
+
+
+def test_gemma2_logit_soft_capping_becomes_a_softcap_attribute():
+    # Gemma 2: 50 * tanh(scores * 0.5 * 0.5 * 0.02) (the 1/cap a multiply after algsimp), then the causal mask
+    causal = np.where(np.tril(np.ones((8, 8), bool)), 0.0, np.finfo(np.float32).min).astype(np.float32)
+    lines = ("%inv = f32[1,2,8,8]{3,2,1,0} constant(), splat=0.02\n"
+             "        %scaled = f32[1,2,8,8]{3,2,1,0} multiply(%dot, %inv)\n"
+             "        %tanh = f32[1,2,8,8]{3,2,1,0} tanh(%scaled)\n"
+             "        %cap = f32[1,2,8,8]{3,2,1,0} constant(), splat=50.0\n"
+             "        %capped = f32[1,2,8,8]{3,2,1,0} multiply(%tanh, %cap)\n"
+             + _additive("causal").replace("add(%dot,", "add(%capped,"))
+    check_rewrite(RecognizeAttention(), _sdpa(lines, "%add"),
+                  _sdpa_expected(causal="true").replace("scale=0.25", "scale=0.25, softcap=50.0"),
+                  constants={"causal": causal}, rtol=1e-5, atol=1e-6)
+
+
+def test_a_mask_added_before_the_cap_is_left_alone():
+    # tanh of masked scores is not soft-capping of the scores: the -inf would become -cap
+    causal = np.where(np.tril(np.ones((8, 8), bool)), 0.0, -1e9).astype(np.float32)
+    lines = (_additive("causal") + "\n"
+             "        %tanh = f32[1,2,8,8]{3,2,1,0} tanh(%add)\n"
+             "        %cap = f32[1,2,8,8]{3,2,1,0} constant(), splat=50.0\n"
+             "        %capped = f32[1,2,8,8]{3,2,1,0} multiply(%tanh, %cap)")
+    check_rewrite(RecognizeAttention(), _sdpa(lines, "%capped"), None, constants={"causal": causal})

@@ -14,6 +14,8 @@ Matched at the dot with v, from the forms exporters produce:
   pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``; a
   constant that also drops every key older than the last W (Mistral's sliding window)
   becomes ``causal=true, window=W``.
+- logit soft-capping (Gemma 2): ``cap * tanh(scores * scale / cap)`` before the masks
+  becomes ``softcap=cap`` with the scale ``scale``.
 - softmax over the keys, with or without torch's ``select(is-nan(p), 0, p)`` guard
   for fully masked rows (attention already gives those rows 0), in f32 between two
   converts for half-precision scores.
@@ -59,6 +61,7 @@ class Scores:
     keep: list[Factor] = field(default_factory=list)
     additive: list[Factor] = field(default_factory=list)
     masked: list[float] = field(default_factory=list)  # the values masked scores become (-inf, or finfo.min)
+    softcap: float | None = None  # scores became softcap * tanh(scores / softcap) (Gemma 2)
 
 
 def _masked_value(v: Instruction, module: Module | None) -> bool:
@@ -87,8 +90,15 @@ def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
             c = scalar_value(b, module)
             if c is None or isinstance(c, bool) or (s.opcode == "divide" and c == 0):
                 continue
+            if s.opcode == "multiply" and a.opcode == "tanh" and float(c) > 0:
+                # logit soft-capping: cap * tanh(scores / cap), the 1/cap folded into the scale
+                inner = _parse_scores(a.operands[0], module)
+                if inner is None or inner.keep or inner.additive or inner.softcap is not None:
+                    return None
+                inner.softcap, inner.scale = float(c), inner.scale * float(c)
+                return inner
             inner = _parse_scores(a, module)
-            if inner is None or inner.keep or inner.additive:
+            if inner is None or inner.keep or inner.additive or inner.softcap is not None:
                 return None
             inner.scale = inner.scale * float(c) if s.opcode == "multiply" else inner.scale / float(c)
             return inner
@@ -411,6 +421,8 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     attrs = {} if masked_value is None else {"masked_value": masked_value}
     if window is not None:
         attrs["window"] = window
+    if scores.softcap is not None:
+        attrs["softcap"] = scores.softcap
     return rw.op("attention", operands, scale=scale, causal=causal, **attrs)
 
 
