@@ -86,10 +86,23 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
     if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES:
         return all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
-    return _from_indices(inst)
+    return _from_indices(inst) or _table_rows(inst)
+
+
+def _table_rows(inst: Instruction) -> bool:
+    """inst gathers rows of a table in memory (an embedding lookup) by indices the model is given: a consumer
+    that gathers them itself reads the same bytes as one loading a stored copy, so the lookup joins every
+    consumer (the first norm, the first residual add) and launches nothing of its own. So do those rows
+    scaled by an inline constant (Gemma's embedding times sqrt(hidden))."""
+    if inst.opcode in ELEMENTWISE_OPS and inst.operands:
+        rows = [o for o in inst.operands if not _from_indices(o)]
+        return len(rows) == 1 and rows[0].opcode in GATHERS and _table_rows(rows[0])
+    return (inst.opcode in GATHERS and inst.operands[0].opcode in ("constant", "parameter")
+            and all(o.opcode in ("parameter", "constant") for o in inst.operands[1:]))
 
 
 INDEX_OPS = ELEMENTWISE_OPS | ops_with("reindex")
+GATHERS = ops_with("indexed_read")
 
 
 def _from_indices(inst: Instruction, depth: int = 8) -> bool:
@@ -124,9 +137,9 @@ def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
             continue
         if m is group.norm and m.shape.dims == dims:
             continue
-        if m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") \
+        if (m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") or _table_rows(m)) \
                 and not _depends_on(m, heavy):
-            continue  # side inputs of the epilogue (a bias broadcast), computed at the output's coordinates
+            continue  # side inputs of the epilogue (a bias broadcast, an embedding lookup), computed at the output's coordinates
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
     return None
 
