@@ -229,7 +229,7 @@ class Fusion(Pass):
             if len(g.members) > 1 and g.root.parent is comp:
                 self._materialize(module, comp, g)
                 changed = True
-        module.analyses.fusion_explanations = list(self.explanations)
+        module.analyses.fusion_explanations = list(module.analyses.unrecognized) + list(self.explanations)
         return changed
 
     # ---- grouping

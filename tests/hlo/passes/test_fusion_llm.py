@@ -113,3 +113,11 @@ def test_a_rotated_q_that_is_also_an_output_is_stored_and_still_recomputed_per_t
     fusions = {i.attrs["kind"]: i for i in module.entry.instructions if i.opcode == "fusion"}
     assert sorted(fusions) == ["attention", "loop"]
     assert [o.name for o in fusions["attention"].operands] == ["qkv", "cos", "sin"]
+
+
+def test_explain_fusion_lists_the_attention_forms_left_unrecognized_first():
+    module = run(Fusion(), EMBEDDING)[1]
+    assert not any("attention" in e for e in module.analyses.fusion_explanations)
+    module.analyses.unrecognized = ["%softmax -> %dot: attention not recognized: why"]
+    Fusion().run(module)
+    assert module.analyses.fusion_explanations[0] == "%softmax -> %dot: attention not recognized: why"

@@ -97,4 +97,8 @@ def test_a_mask_added_before_the_cap_is_left_alone():
              "        %tanh = f32[1,2,8,8]{3,2,1,0} tanh(%add)\n"
              "        %cap = f32[1,2,8,8]{3,2,1,0} constant(), splat=50.0\n"
              "        %capped = f32[1,2,8,8]{3,2,1,0} multiply(%tanh, %cap)")
-    check_rewrite(RecognizeAttention(), _sdpa(lines, "%capped"), None, constants={"causal": causal})
+    module = check_rewrite(RecognizeAttention(), _sdpa(lines, "%capped"), None, constants={"causal": causal})
+    # --explain-fusion says so: the scores reach memory
+    assert module.analyses.unrecognized == [
+        "%softmax -> %dot.1: attention not recognized: the softmax's input (%capped, multiply) is not "
+        "q · kᵀ under constant scales, one soft-cap and masks"]

@@ -377,6 +377,14 @@ def _swap_last(rw: Rewriter, x: Instruction) -> Instruction:
     return rw.transpose(x, perm)
 
 
+def _unrecognized(rw: Rewriter, softmax: Instruction, pv: Instruction, reason: str) -> None:
+    """Record why softmax(...) · v is not one attention op (``--explain-fusion`` prints it): its scores
+    then reach memory."""
+    line = f"%{softmax.name} -> %{pv.name}: attention not recognized: {reason}"
+    if rw.module is not None and line not in rw.module.analyses.unrecognized:
+        rw.module.analyses.unrecognized.append(line)
+
+
 def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     pv = m.root
     rank = pv.shape.rank
@@ -384,29 +392,41 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     if not is_float(pv.shape.dtype) or not _scores_dot(pv) or tuple(pv.attrs["lhs_contracting_dims"]) != (rank - 1,):
         return None
     found = _probabilities(p, rw.module)
-    scores = None if found is None else _parse_scores(found[1], rw.module)
+    if found is None:
+        return None
+    scores = _parse_scores(found[1], rw.module)
     if scores is None:
+        _unrecognized(rw, found[0], pv, f"the softmax's input (%{found[1].name}, {found[1].opcode}) is not "
+                      "q · kᵀ under constant scales, one soft-cap and masks")
         return None
     qk = scores.dot
     dtypes = {pv.shape.dtype, v.shape.dtype, p.shape.dtype, qk.shape.dtype, *(o.shape.dtype for o in qk.operands)}
     if len(dtypes) != 1:
+        _unrecognized(rw, found[0], pv, f"q, k, v and the scores mix types ({', '.join(sorted(dtypes))})")
         return None
     causal, window, keep, additive = _masks(scores, rank, rw.module)
     if len(keep) + len(additive) > 1:
+        _unrecognized(rw, found[0], pv, f"{len(keep) + len(additive)} masks besides a causal one (at most one "
+                      "is read by the kernel)")
         return None
     finite = {v for v in scores.masked if math.isfinite(v)}
     if keep and (len(finite) > 1 or (finite and len(finite) != len(set(scores.masked)))):
-        return None  # masked by two different values: no one rule gives the rows they mask whole
+        # masked by two different values: no one rule gives the rows they mask whole
+        _unrecognized(rw, found[0], pv, "the masks drop scores to different values")
+        return None
     masked_value = finite.pop() if keep and finite else None
     q, q_scale = _unscaled(qk.operands[0], rw.module)
     k, k_scale = _unscaled(qk.operands[1], rw.module)
     scale = scores.scale * q_scale * k_scale
     if not math.isfinite(scale):
+        _unrecognized(rw, found[0], pv, f"the scale {scale} is not finite")
         return None
     mask = None
     for f in keep + additive:
         mask = _mask_operand(rw, f, rank)
         if mask is None:
+            _unrecognized(rw, found[0], pv, f"the mask %{f.value.name} {f.value.shape} does not broadcast to the "
+                          "scores in order")
             return None
     if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
         q = _swap_last(rw, q)
