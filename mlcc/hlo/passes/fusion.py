@@ -156,6 +156,8 @@ def _second_contraction(group: Group, p: Instruction) -> str | None:
     accumulator tile next to the first and applies the epilogue to both: p's result never reaches memory
     (a ResNet downsampling block's shortcut convolution and its main path's last convolution, summed)."""
     heavy = group.heavy
+    if p.opcode == "dot" and heavy.opcode == "dot":
+        return _second_dot(group, p)
     if p.opcode != "convolution" or heavy.opcode != "convolution":
         return f"a {p.opcode} cannot join the output fusion of a {heavy.opcode} (one contraction per tile, " \
                "except two convolutions)"
@@ -171,6 +173,22 @@ def _second_contraction(group: Group, p: Instruction) -> str | None:
         return "grouped convolutions do not share an output tile"
     if p.operands[0].shape.dtype != heavy.operands[0].shape.dtype:
         return "the two convolutions' inputs have different types"
+    return None
+
+
+def _second_dot(group: Group, p: Instruction) -> str | None:
+    """Why dot p cannot be accumulated next to the group's dot, if so: both must multiply the same lhs by
+    weights laid out alike into the same output (a gated MLP's gate and up projections), so the kernel
+    loads each lhs tile once for two accumulators and stores only the epilogue's combination of them."""
+    heavy = group.heavy
+    if group.second is not None or group.norm is not None:
+        return "the output tile already holds a second accumulator or a row norm"
+    if p.operands[0] is not heavy.operands[0]:
+        return "the two dots multiply different left operands (only a shared one is loaded once for both)"
+    a, b = p.operands[1].shape, heavy.operands[1].shape
+    if p.attrs != heavy.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
+            or tuple(p.shape.dims) != tuple(heavy.shape.dims) or p.shape.dtype != heavy.shape.dtype:
+        return "the two dots' weights or results differ in shape, layout or type"
     return None
 
 

@@ -121,3 +121,49 @@ def test_explain_fusion_lists_the_attention_forms_left_unrecognized_first():
     module.analyses.unrecognized = ["%softmax -> %dot: attention not recognized: why"]
     Fusion().run(module)
     assert module.analyses.fusion_explanations[0] == "%softmax -> %dot: attention not recognized: why"
+
+
+# LLaMA's MLP: silu(x @ Wg) * (x @ Wu), then the down projection
+GATED_MLP = """
+  ENTRY %main {
+    %x = f32[1,4,16]{2,1,0} parameter(0), name=x
+    %wg = f32[16,32]{1,0} parameter(1), name=wg
+    %wu = f32[16,32]{1,0} parameter(2), name=wu
+    %gate = f32[1,4,32]{2,1,0} dot(%x, %wg), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+    %up = f32[1,4,32]{2,1,0} dot(%x, %wu), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+    %sig = f32[1,4,32]{2,1,0} logistic(%gate)
+    %silu = f32[1,4,32]{2,1,0} multiply(%gate, %sig)
+    %h = f32[1,4,32]{2,1,0} multiply(%silu, %up)
+    ROOT %t = (f32[1,4,32]{2,1,0}) tuple(%h)
+  }"""
+
+
+def test_gate_and_up_projections_accumulate_in_one_output_tile():
+    check_rewrite(Fusion(), GATED_MLP, expected="""
+      %fused_output.h {
+        %param_0 = f32[1,4,16]{2,1,0} parameter(0)
+        %param_1 = f32[16,32]{1,0} parameter(1)
+        %param_2 = f32[16,32]{1,0} parameter(2)
+        %gate = f32[1,4,32]{2,1,0} dot(%param_0, %param_1), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+        %sig = f32[1,4,32]{2,1,0} logistic(%gate)
+        %silu = f32[1,4,32]{2,1,0} multiply(%gate, %sig)
+        %up = f32[1,4,32]{2,1,0} dot(%param_0, %param_2), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+        ROOT %h = f32[1,4,32]{2,1,0} multiply(%silu, %up)
+      }
+
+      ENTRY %main {
+        %x = f32[1,4,16]{2,1,0} parameter(0), name=x
+        %wg = f32[16,32]{1,0} parameter(1), name=wg
+        %wu = f32[16,32]{1,0} parameter(2), name=wu
+        %fusion.h = f32[1,4,32]{2,1,0} fusion(%x, %wg, %wu), calls=%fused_output.h, kind=output
+        ROOT %t = (f32[1,4,32]{2,1,0}) tuple(%fusion.h)
+      }""", rtol=1e-5, atol=1e-5)
+
+
+def test_two_dots_of_different_inputs_keep_their_own_kernels_and_say_why():
+    text = GATED_MLP.replace("%up = f32[1,4,32]{2,1,0} dot(%x, %wu)", "%up = f32[1,4,32]{2,1,0} dot(%y, %wu)") \
+        .replace("%wu = f32[16,32]{1,0} parameter(2), name=wu",
+                 "%wu = f32[16,32]{1,0} parameter(2), name=wu\n    %y = f32[1,4,16]{2,1,0} parameter(3), name=y")
+    _, module = run(Fusion(), text)
+    assert [i.opcode for i in module.entry.instructions].count("dot") == 1
+    assert any("the two dots multiply different left operands" in e for e in module.analyses.fusion_explanations)
