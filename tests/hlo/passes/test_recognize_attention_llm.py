@@ -4,7 +4,9 @@ reshape/transpose chains. IR text in, IR text out, the same values before and af
 import numpy as np
 
 from mlcc.hlo.parser import parse_module
+from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.recognize.attention import RecognizeAttention, _reshaped_broadcast
+from tests.emit.test_fusion_kernels import check
 from tests.hlo.passes.pass_numerics import check_rewrite
 from tests.hlo.passes.test_recognize_attention import _additive, _sdpa, _sdpa_expected
 
@@ -102,3 +104,28 @@ def test_a_mask_added_before_the_cap_is_left_alone():
     assert module.analyses.unrecognized == [
         "%softmax -> %dot.1: attention not recognized: the softmax's input (%capped, multiply) is not "
         "q · kᵀ under constant scales, one soft-cap and masks"]
+
+
+# BLOOM's ALiBi: each head's slope times the key position, added to the scores (with the causal mask)
+ALIBI = ("%slopes = f32[2]{0} constant(), ref=slopes\n"
+         "        %j = s32[8]{0} iota(), iota_dimension=0\n"
+         "        %jf = f32[8]{0} convert(%j)\n"
+         "        %sb = f32[1,2,8,8]{3,2,1,0} broadcast(%slopes), dimensions={1}\n"
+         "        %jb = f32[1,2,8,8]{3,2,1,0} broadcast(%jf), dimensions={3}\n"
+         "        %bias = f32[1,2,8,8]{3,2,1,0} multiply(%sb, %jb)\n"
+         "        %biased = f32[1,2,8,8]{3,2,1,0} add(%dot, %bias)\n"
+         + _additive("causal").replace("add(%dot,", "add(%biased,"))
+
+
+def test_alibi_bias_is_computed_in_the_attention_kernel_from_positions():
+    causal = np.where(np.tril(np.ones((8, 8), bool)), 0.0, -np.inf).astype(np.float32)
+    constants = {"causal": causal, "slopes": np.array([0.5, 0.25], np.float32)}
+    module = check_rewrite(RecognizeAttention(), _sdpa(ALIBI, "%add"), constants=constants, expected=_sdpa_expected(
+        "%arg, %arg.1, %arg.2, %bias", causal="true", lines=ALIBI.split("\n        %biased")[0]))
+    # fused: the slopes are the kernel's only extra input; the [1, 2, 8, 8] bias never reaches memory
+    Fusion().run(module)
+    (attention,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert attention.attrs["kind"] == "attention"
+    assert [o.name for o in attention.operands] == ["arg", "arg.1", "arg.2", "slopes"]
+    check(attention, [np.random.default_rng(0).standard_normal((1, 2, 8, 16)).astype(np.float32)
+                      for _ in range(3)] + [constants["slopes"]])
