@@ -437,6 +437,10 @@ def _attention_prologue(group: Group, p: Instruction) -> str | None:
     x * cos + rotate_half(x) * sin) are evaluated per tile."""
     if p.opcode not in LOOP_OPS:
         return f"attention computes only loop ops as it loads q, k and v, not {p.opcode}"
+    producer = next((o for o in p.operands if o.opcode in CONTRACTIONS), None)
+    if p.opcode in ELEMENTWISE_OPS and producer is not None:
+        # a projection's bias: added once by the projection's epilogue, not per tile of every query block
+        return f"{p.opcode} of the {producer.opcode}'s result is left to its epilogue"
     return None
 
 
