@@ -34,4 +34,5 @@ class Analyses:
 
     unfused: UnfusedBaseline | None = None       # recorded right after import, before any pass
     fusion_explanations: list[str] = field(default_factory=list)  # why each candidate group did not fuse
+    unrecognized: list[str] = field(default_factory=list)  # composite forms a recognizer left alone, and why
     kv_cache: dict[str, KvCache] = field(default_factory=dict)      # by the cache's entry parameter name

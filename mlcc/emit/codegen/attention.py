@@ -22,13 +22,14 @@ from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, ker
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                                     needs_int64, pointer_params, read_in_place, sections_ir)
+                                     needs_int64, pointer_params, read_as_is, read_in_place, sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
+from mlcc.hlo.views import affine_view
 
 
 @dataclass(frozen=True)
@@ -194,13 +195,27 @@ def lower_attention(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kern
 def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """Attention with its mask computed in the kernel (and any elementwise epilogue on its result)."""
     heavy = heavy_op(inst, ("attention",))
-    return attention_kernel(heavy, kernel_name, [read_in_place(op, inst) for op in heavy.operands[:3]], inst,
+    return attention_kernel(heavy, kernel_name, [_loaded(op, inst) for op in heavy.operands[:3]], inst,
                             ranges)
 
 
-def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand],
+def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
+    """q, k or v read from memory (a parameter, or a strided view of one), or None: computed per tile."""
+    view = affine_view(operand)
+    if view is not None and view.source.opcode == "parameter":
+        return read_in_place(operand, fusion)
+    x = operand
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return read_as_is(operand, fusion) if x.opcode == "parameter" else None
+
+
+def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand | None],
                      fusion: Instruction | None, ranges: Ranges) -> Kernel:
-    """The kernel of attention inst reading q, k, v from qkv; the mask and the epilogue from fusion if any."""
+    """The kernel of attention inst reading q, k, v from qkv (None: computed from the fusion's inputs as
+    the kernel loads each tile); the mask and the epilogue from fusion if any."""
+    qkv = [op if op is not None else FusedOperand(-1, inst.operands[i].shape) for i, op in enumerate(qkv)]
+    computed = [op.index < 0 for op in qkv]
     q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
     out = (fusion or inst).shape
@@ -237,24 +252,26 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     names = [f"in{i}" for i in range(len(inst.operands))] + ["out0"]
     pointers = [triton_pointer(op.shape) for op in inst.operands] + [triton_pointer(out)]
     wide = is_wide(ranges, q, k, v, out)
-    fused: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
+    fused: dict[str, Section | None] = {"mask_section": None, "epilogue": None, "q_section": None,
+                                        "k_section": None, "v_section": None}
     flops = 2 * upper(batch_heads, ranges) * upper(sq, ranges) * upper(sk, ranges) * (d + dv)
     symbols = kernel_symbols(out, *(op.shape for op in inst.operands))
     if fusion is not None:
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges)
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed)
         flops += ops
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     names += [f"sym_{s}" for s in symbols]
     pointers += ["i32"] * len(symbols)
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
                     q_ptr=qkv[0].ptr, k_ptr=qkv[1].ptr, v_ptr=qkv[2].ptr, sq=sq, sk=sk, d=d, dv=dv,
-                    heads=heads, group=group, outer_axes=outer_axes, head_strides=head_strides,
+                    heads=heads, group=group, kv_heads=kv_heads, outer_axes=outer_axes, head_strides=head_strides,
                     q=TileStrides(qs[-2], qs[-1]), k=TileStrides(ks[-2], ks[-1]), v=TileStrides(vs[-2], vs[-1]),
                     out=_tile_strides(out),
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
+                    window=inst.attrs.get("window"), softcap=inst.attrs.get("softcap"),
                     scale=float(inst.attrs["scale"]), masked_value=inst.attrs.get("masked_value"),
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
@@ -267,15 +284,35 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                   body_ir=sections_ir(**fused))
 
 
-def _fused_sections(inst: Instruction, fusion: Instruction, compute: str,
-                    wide: bool, ranges: Ranges) -> tuple[dict[str, Section | None], int]:
-    """The mask over a [BLOCK_M, BLOCK_N] score tile and the fused root over a [BLOCK_M, BLOCK_DV]
-    output tile; a program's (batch..., head) is pid_b, row-major over q's leading dims."""
+# q, k and v computed per tile (rotary embeddings applied as they are loaded): the template variables
+# of each tile's lanes and its shape; k is loaded transposed, [BLOCK_D, BLOCK_N]
+_OPERAND_TILES = (("q_section", "q_", "BLOCK_M, BLOCK_D", "q_lane_m", "q_lane_d", "q_mask"),
+                  ("k_section", "k_", "BLOCK_D, BLOCK_N", "k_lane_n", "k_lane_d", "k_mask"),
+                  ("v_section", "v_", "BLOCK_N, BLOCK_DV", "v_lane_n", "v_lane_d", "v_mask"))
+
+
+def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: bool, ranges: Ranges,
+                    computed: list[bool]) -> tuple[dict[str, Section | None], int]:
+    """The mask over a [BLOCK_M, BLOCK_N] score tile, the fused root over a [BLOCK_M, BLOCK_DV] output
+    tile, and each computed q, k or v over its tile; a program's (batch..., head) is pid_b, row-major over
+    q's leading dims (pid_kv over k's and v's: their head is the query head's group)."""
     q = inst.operands[0].shape
     rank = q.rank
     lead = Lanes("pid_b", tuple(range(rank - 2)), per_lane=False)
-    sections: dict[str, Section | None] = {"mask_section": None, "epilogue": None}
+    sections: dict[str, Section | None] = {"mask_section": None, "epilogue": None, "q_section": None,
+                                           "k_section": None, "v_section": None}
     flops = 0
+    for i, (name, prefix, shape, seq_lane, feature_lane, mask) in enumerate(_OPERAND_TILES):
+        if not computed[i]:
+            continue
+        operand = inst.operands[i]
+        space = kernel_dims(operand.shape)
+        lanes = [Lanes("pid_b" if i == 0 else "pid_kv", tuple(range(rank - 2)), per_lane=False),
+                 Lanes(seq_lane, (rank - 2,)), Lanes(feature_lane, (rank - 1,))]
+        em = TileEmitter(fusion, prefix, shape, space, lanes, wide, ranges)
+        em.section(operand, mask=mask)
+        (sections[name],) = em.sections()
+        flops += em.ops * upper(numel(space), ranges)
     if len(inst.operands) > 3:
         mask = inst.operands[3]
         scores = list(kernel_dims(q)[:-1]) + [kernel_dims(inst.operands[1].shape)[-2]]

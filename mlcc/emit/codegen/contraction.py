@@ -177,7 +177,11 @@ def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
                   f"{', '.join(h.opcode for h in contractions + norms) or 'none'}")
     heavy = contractions[0]
     second = contractions[1] if len(contractions) == 2 else None
-    if second is not None:
+    if second is not None and heavy.opcode == "dot" and second.opcode == "dot":
+        if norms or second.operands[0] is not heavy.operands[0] or second.attrs != heavy.attrs \
+                or second.operands[1].shape != heavy.operands[1].shape or second.shape != heavy.shape:
+            raise bad("with two dots needs them on one lhs, with weights and results alike, without a row norm")
+    elif second is not None:
         if norms or heavy.opcode != "convolution" or second.opcode != "convolution":
             raise bad("shares its output tile between two convolutions only, without a row norm")
         if tuple(heavy.shape.dims) != tuple(second.shape.dims) or heavy.shape.dtype != second.shape.dtype:
@@ -228,18 +232,22 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
 
     weight, weight_ops = _weight_section(io, rb, rf, rc)
     weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
+    # a second dot of the same lhs (a gated MLP's gate next to its up projection): its weights read at the
+    # same offsets, into acc_1
+    rhs_1 = io.second.rhs.ptr if io.second is not None else None
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
-                    out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, **io.template_args(),
-                    weight=weight, weight_type=tl_type(rhs.dtype), **_precision(lhs.dtype, rhs.dtype))
+                    out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
+                    **io.template_args(), weight=weight, weight_type=tl_type(rhs.dtype),
+                    **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
                                     ranges=io.ranges, weight_prologue=weight is not None),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
                                             ranges=io.ranges, weight_prologue=weight is not None),
-                  flops=2 * upper(batch, io.ranges) * upper(m, io.ranges) * upper(n, io.ranges) * upper(k, io.ranges)
-                  + fused_flops + weight_flops,
+                  flops=(2 if rhs_1 is None else 4) * upper(batch, io.ranges) * upper(m, io.ranges)
+                  * upper(n, io.ranges) * upper(k, io.ranges) + fused_flops + weight_flops,
                   extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
                                                    weight is not None)},
                   scalars=io.symbols(),

@@ -132,6 +132,9 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
         k = np.repeat(k, heads // kv_heads, axis=-3)
         v = np.repeat(v, heads // kv_heads, axis=-3)
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * np.array(inst.attrs["scale"], acc)
+    softcap = inst.attrs.get("softcap")
+    if softcap is not None:  # logit soft-capping, before any mask
+        scores = np.array(softcap, acc) * np.tanh(scores / np.array(softcap, acc))
     sq, sk = scores.shape[-2:]
     keep = None
     if mask is not None:
@@ -141,6 +144,9 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
             scores = scores + mask.astype(acc)
     if inst.attrs["causal"]:
         causal = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+        window = inst.attrs.get("window")
+        if window is not None:  # sliding window: query i also sees no key older than its last `window`
+            causal &= np.arange(sk)[None, :] > np.arange(sq)[:, None] + (sk - sq) - window
         keep = causal if keep is None else keep & causal
     masked = inst.attrs.get("masked_value")
     if keep is not None:

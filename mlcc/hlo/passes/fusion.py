@@ -36,7 +36,6 @@ from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
-from mlcc.hlo.views import VIEW_OPS, affine_view
 
 LOOP_OPS = ops_with("loop_fusible")  # elementwise ops and data movement except the scatters
 DATA_MOVEMENT = LOOP_OPS & ops_with("data_movement")
@@ -93,7 +92,19 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
     if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES:
         return all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
-    return _from_indices(inst)
+    return _from_indices(inst) or _table_rows(inst)
+
+
+def _table_rows(inst: Instruction) -> bool:
+    """inst gathers rows of a table in memory (an embedding lookup) by indices the model is given: a consumer
+    that gathers them itself reads the same bytes as one loading a stored copy, so the lookup joins every
+    consumer (the first norm, the first residual add) and launches nothing of its own. So do those rows
+    scaled by an inline constant (Gemma's embedding times sqrt(hidden))."""
+    if inst.opcode in ELEMENTWISE_OPS and inst.operands:
+        rows = [o for o in inst.operands if not _from_indices(o)]
+        return len(rows) == 1 and rows[0].opcode in GATHERS and _table_rows(rows[0])
+    return (inst.opcode in GATHERS and inst.operands[0].opcode in ("constant", "parameter")
+            and all(o.opcode in ("parameter", "constant") for o in inst.operands[1:]))
 
 
 def _stored(inst: Instruction, ranges: Ranges) -> bool:
@@ -102,6 +113,7 @@ def _stored(inst: Instruction, ranges: Ranges) -> bool:
 
 
 INDEX_OPS = ELEMENTWISE_OPS | ops_with("reindex")
+GATHERS = ops_with("indexed_read")
 
 
 def _from_indices(inst: Instruction, depth: int = 8) -> bool:
@@ -136,9 +148,9 @@ def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
             continue
         if m is group.norm and m.shape.dims == dims:
             continue
-        if m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") \
+        if (m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") or _table_rows(m)) \
                 and not _depends_on(m, heavy):
-            continue  # side inputs of the epilogue (a bias broadcast), computed at the output's coordinates
+            continue  # side inputs of the epilogue (a bias broadcast, an embedding lookup), computed at the output's coordinates
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
     return None
 
@@ -155,6 +167,8 @@ def _second_contraction(group: Group, p: Instruction) -> str | None:
     accumulator tile next to the first and applies the epilogue to both: p's result never reaches memory
     (a ResNet downsampling block's shortcut convolution and its main path's last convolution, summed)."""
     heavy = group.heavy
+    if p.opcode == "dot" and heavy.opcode == "dot":
+        return _second_dot(group, p)
     if p.opcode != "convolution" or heavy.opcode != "convolution":
         return f"a {p.opcode} cannot join the output fusion of a {heavy.opcode} (one contraction per tile, " \
                "except two convolutions)"
@@ -170,6 +184,22 @@ def _second_contraction(group: Group, p: Instruction) -> str | None:
         return "grouped convolutions do not share an output tile"
     if p.operands[0].shape.dtype != heavy.operands[0].shape.dtype:
         return "the two convolutions' inputs have different types"
+    return None
+
+
+def _second_dot(group: Group, p: Instruction) -> str | None:
+    """Why dot p cannot be accumulated next to the group's dot, if so: both must multiply the same lhs by
+    weights laid out alike into the same output (a gated MLP's gate and up projections), so the kernel
+    loads each lhs tile once for two accumulators and stores only the epilogue's combination of them."""
+    heavy = group.heavy
+    if group.second is not None or group.norm is not None:
+        return "the output tile already holds a second accumulator or a row norm"
+    if p.operands[0] is not heavy.operands[0]:
+        return "the two dots multiply different left operands (only a shared one is loaded once for both)"
+    a, b = p.operands[1].shape, heavy.operands[1].shape
+    if p.attrs != heavy.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
+            or tuple(p.shape.dims) != tuple(heavy.shape.dims) or p.shape.dtype != heavy.shape.dtype:
+        return "the two dots' weights or results differ in shape, layout or type"
     return None
 
 
@@ -236,7 +266,7 @@ class Fusion(Pass):
                 self._materialize(module, comp, Group(g.heavy, "output", [g.heavy] + chain, g.heavy,
                                                       prologue=g.prologue, shared=g.shared))
                 changed = True
-        module.analyses.fusion_explanations = list(self.explanations)
+        module.analyses.fusion_explanations = list(module.analyses.unrecognized) + list(self.explanations)
         return changed
 
     # ---- grouping
@@ -268,8 +298,9 @@ class Fusion(Pass):
                         if reason is not None:
                             self._explain(p, inst, reason)
                         continue
-                    if inst.opcode == "attention" and p.opcode in VIEW_OPS and affine_view(p) is not None:
-                        # q, k, v as strided views (slices of a fused QKV projection): read in place
+                    if inst.opcode == "attention" and _kind_of(p) == "loop":
+                        # q, k, v as strided views (slices of a fused QKV projection), read in place, or
+                        # computed from them as the kernel loads its tiles (rotary embeddings)
                         group.cone.add(id(p))
                         reason = self._try_merge(group, p, owner, outputs)
                         if reason is not None:
@@ -338,8 +369,9 @@ class Fusion(Pass):
                 return why
         elif heavy is not None and group.kind == "attention" and (
                 id(p) in group.cone or any(id(u) in group.cone for u in p.users)):
-            if p.opcode not in VIEW_OPS:
-                return "attention reads q, k and v in place: only views (slices, transposes, reshapes) join"
+            why = _attention_prologue(group, p)
+            if why is not None:
+                return why
             group.cone.add(id(p))
         elif heavy is not None and group.kind in ("output", "attention"):
             fed = next((c for c in _contractions(trial) if _feeds_heavy_operands(p, c)), None)
@@ -523,6 +555,19 @@ def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:
     return any(o is p for o in operands)  # the heavy op's operands are never members, so only p itself can be
 
 
+def _attention_prologue(group: Group, p: Instruction) -> str | None:
+    """Why p cannot be computed as the attention kernel loads q, k or v tiles (None: it can). Views of the
+    inputs are read in place; elementwise ops, slices and concatenations of them (rotary embeddings:
+    x * cos + rotate_half(x) * sin) are evaluated per tile."""
+    if p.opcode not in LOOP_OPS:
+        return f"attention computes only loop ops as it loads q, k and v, not {p.opcode}"
+    producer = next((o for o in p.operands if o.opcode in CONTRACTIONS), None)
+    if p.opcode in ELEMENTWISE_OPS and producer is not None:
+        # a projection's bias: added once by the projection's epilogue, not per tile of every query block
+        return f"{p.opcode} of the {producer.opcode}'s result is left to its epilogue"
+    return None
+
+
 def _unique_comp_name(module: Module, hint: str) -> str:
     names = {c.name for c in module.computations}
     name, n = hint, 1
@@ -536,7 +581,9 @@ def unfused_stats(module: Module) -> UnfusedBaseline:
     """The graph as its source ran it, one kernel per source op: launches, and modeled global-memory
     bytes (each op reads its inputs once and writes its outputs once). Instructions are grouped by the
     source node they came from (their first origin), so an op the importer expanded into several
-    instructions (an implicit broadcast, a Gemm's bias) still counts once."""
+    instructions (an implicit broadcast, a Gemm's bias) still counts once. A view (Reshape, Squeeze,
+    Unsqueeze, Flatten: a reshape of a row-major value, or a bitcast) costs nothing: no launch, no bytes;
+    its consumers read the viewed value through it, as any runtime that aliases views does."""
     comp = module.entry
     node_of: dict[int, str] = {}
     for inst in comp.instructions:
@@ -546,11 +593,10 @@ def unfused_stats(module: Module) -> UnfusedBaseline:
     root_values = {id(o) for o in comp.root.operands} if comp.root is not None and comp.root.opcode == "tuple" else set()
     read: set[tuple[str, int]] = set()
     for inst in comp.instructions:
-        if inst.opcode in NO_KERNEL or inst.shape.is_tuple:
+        if inst.opcode in NO_KERNEL or inst.shape.is_tuple or _is_free_view(inst):
             continue
         node = node_of[id(inst)]
-        if inst.opcode != "bitcast":
-            launches.add(node)
+        launches.add(node)
         for i, o in enumerate(inst.operands):
             if (node_of.get(id(o)) != node or o.opcode in ("parameter", "constant")) and (node, id(o)) not in read:
                 read.add((node, id(o)))
@@ -558,3 +604,10 @@ def unfused_stats(module: Module) -> UnfusedBaseline:
         if id(inst) in root_values or any(node_of.get(id(u)) != node for u in inst.users if u.opcode != "tuple"):
             nbytes += _bytes(inst, module.symbols)
     return UnfusedBaseline(len(launches), nbytes)
+
+
+def _is_free_view(inst: Instruction) -> bool:
+    """A bitcast, or a reshape between row-major values (every reshape as imported): the same bytes."""
+    if inst.opcode == "bitcast":
+        return True
+    return inst.opcode == "reshape" and all(v.shape.is_row_major() for v in (inst, inst.operands[0]))

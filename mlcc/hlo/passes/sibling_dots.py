@@ -7,6 +7,8 @@ over the concatenated weights (Q, K and V projections in one kernel), each sibli
 The weights (and biases) are concatenated at compile time: the weights lazily (mlcc/hlo/lazy_constants.py),
 so a model's mapped weights are not copied into memory to make the merged one. The slices are views: a consumer that
 reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K.
+Two siblings combined elementwise (a gated MLP's gate and up projections) stay apart: the fusion pass
+accumulates both in one output tile.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.lazy_constants import ConcatenatedWeights
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
 
 
@@ -64,6 +67,23 @@ def _bias(dot: Instruction, module: Module) -> tuple[Instruction, np.ndarray] | 
     return add, np.array(c.attrs["value"])
 
 
+def _elementwise_users(inst: Instruction, depth: int = 4) -> set[int]:
+    """The instructions inst reaches through at most ``depth`` elementwise ops."""
+    found: set[int] = set()
+    frontier = [inst]
+    for _ in range(depth):
+        frontier = [u for i in frontier for u in i.users if u.opcode in ELEMENTWISE_OPS and id(u) not in found]
+        found.update(id(u) for u in frontier)
+    return found
+
+
+def _gated_pair(dots: list[Instruction]) -> bool:
+    """Two dots combined elementwise (a gated MLP: silu(x @ Wg) * (x @ Wu)): the fusion pass computes both
+    in one output tile with two accumulators and stores only their combination, which merging them (one
+    [.., 2F] result, then a kernel reading its two halves) would prevent."""
+    return len(dots) == 2 and bool(_elementwise_users(dots[0]) & _elementwise_users(dots[1]))
+
+
 class MergeSiblingDots(Pass):
     name = "merge-sibling-dots"
 
@@ -75,7 +95,7 @@ class MergeSiblingDots(Pass):
                 continue
             dots = [u for u in x.users if _sibling(u, x)]
             results, operands = {d.shape.dtype for d in dots}, {d.operands[1].shape.dtype for d in dots}
-            if len(dots) < 2 or len(results) != 1 or len(operands) != 1:
+            if len(dots) < 2 or len(results) != 1 or len(operands) != 1 or _gated_pair(dots):
                 continue  # (an int8 dot's s8 weights and s32 result differ: quantized siblings merge too)
             weights = [_weight(d.operands[1], module) for d in dots]
             if any(w is None for w in weights):

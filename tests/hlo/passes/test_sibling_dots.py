@@ -62,3 +62,21 @@ def test_dots_of_different_inputs_or_computed_weights_stay_apart():
         ROOT %t = (f32[4,8]{1,0}, f32[4,8]{1,0}) tuple(%a, %b)
       }""")
     assert not MergeSiblingDots().run(module)
+
+
+def test_a_gated_mlps_gate_and_up_projections_stay_apart():
+    # silu(x @ Wg) * (x @ Wu): the fusion pass accumulates both in one output tile, which a merged [.., 2F]
+    # dot read back by a loop kernel would prevent
+    module = parse_module("""
+      ENTRY %main {
+        %x = f32[16,64]{1,0} parameter(0), name=x
+        %wg = f32[64,32]{1,0} constant(), splat=0.5
+        %wu = f32[64,32]{1,0} constant(), splat=0.25
+        %g = f32[16,32]{1,0} dot(%x, %wg), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+        %u = f32[16,32]{1,0} dot(%x, %wu), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+        %s = f32[16,32]{1,0} logistic(%g)
+        %silu = f32[16,32]{1,0} multiply(%g, %s)
+        %h = f32[16,32]{1,0} multiply(%silu, %u)
+        ROOT %t = (f32[16,32]{1,0}) tuple(%h)
+      }""")
+    assert not MergeSiblingDots().run(module)

@@ -11,7 +11,11 @@ Matched at the dot with v, from the forms exporters produce:
   constant of 0 / NEG values, where NEG is -inf or at most -1e4 (the dtype's min, -1e9):
   those are keep masks. A keep mask that is an ``and`` splits into its factors.
   A factor that keeps key j for query i exactly when j <= i + (Sk - Sq) (a constant
-  pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``.
+  pred tensor, a 0/-inf constant, or a compare of iotas) becomes ``causal=true``; a
+  constant that also drops every key older than the last W (Mistral's sliding window)
+  becomes ``causal=true, window=W``.
+- logit soft-capping (Gemma 2): ``cap * tanh(scores * scale / cap)`` before the masks
+  becomes ``softcap=cap`` with the scale ``scale``.
 - softmax over the keys, with or without torch's ``select(is-nan(p), 0, p)`` guard
   for fully masked rows (attention already gives those rows 0), in f32 between two
   converts for half-precision scores.
@@ -38,6 +42,7 @@ from mlcc.hlo.symbolic import as_sym
 
 MASKED_BELOW = -1e4          # a mask value at or below this removes the score
 CAUSAL_CHECK_ELEMENTS = 1 << 22
+REPLAY_ELEMENTS = 1 << 24     # the largest repeated k or v whose views are replayed on its indices
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Scores:
     keep: list[Factor] = field(default_factory=list)
     additive: list[Factor] = field(default_factory=list)
     masked: list[float] = field(default_factory=list)  # the values masked scores become (-inf, or finfo.min)
+    softcap: float | None = None  # scores became softcap * tanh(scores / softcap) (Gemma 2)
 
 
 def _masked_value(v: Instruction, module: Module | None) -> bool:
@@ -84,8 +90,15 @@ def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
             c = scalar_value(b, module)
             if c is None or isinstance(c, bool) or (s.opcode == "divide" and c == 0):
                 continue
+            if s.opcode == "multiply" and a.opcode == "tanh" and float(c) > 0:
+                # logit soft-capping: cap * tanh(scores / cap), the 1/cap folded into the scale
+                inner = _parse_scores(a.operands[0], module)
+                if inner is None or inner.keep or inner.additive or inner.softcap is not None:
+                    return None
+                inner.softcap, inner.scale = float(c), inner.scale * float(c)
+                return inner
             inner = _parse_scores(a, module)
-            if inner is None or inner.keep or inner.additive:
+            if inner is None or inner.keep or inner.additive or inner.softcap is not None:
                 return None
             inner.scale = inner.scale * float(c) if s.opcode == "multiply" else inner.scale / float(c)
             return inner
@@ -139,17 +152,23 @@ def _as_keep(f: Factor, module: Module | None) -> tuple[Factor, float] | None:
     return None
 
 
-def _tril(data: np.ndarray, pos: dict[int, int], rank: int) -> bool:
-    """Whether data (placed by pos into [..., Sq, Sk] scores) keeps exactly j <= i + (Sk - Sq)."""
+def _tril(data: np.ndarray, pos: dict[int, int], rank: int) -> int | None:
+    """0 when data (placed by pos into [..., Sq, Sk] scores) keeps exactly j <= i + (Sk - Sq); W when it
+    keeps exactly the last W of those keys (a sliding window, as Mistral's); None otherwise."""
     rows = [i for i, p in pos.items() if p == rank - 2]
     cols = [i for i, p in pos.items() if p == rank - 1]
     if len(rows) != 1 or len(cols) != 1:
-        return False
+        return None
     grid = np.moveaxis(data, [rows[0], cols[0]], [-2, -1])
     sq, sk = grid.shape[-2:]
     grid = grid.reshape(-1, sq, sk)
-    want = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
-    return bool(np.all(grid == want[None]))
+    i, j = np.arange(sq)[:, None] + (sk - sq), np.arange(sk)[None, :]
+    if bool(np.all(grid == (j <= i)[None])):
+        return 0
+    window = int(grid[0, -1].sum())  # the last query keeps the most keys when a window cuts any
+    if 0 < window < sk and bool(np.all(grid == ((j <= i) & (j > i - window))[None])):
+        return window
+    return None
 
 
 def _iota_index(v: Instruction, module: Module | None) -> tuple[int, int] | None:
@@ -201,21 +220,22 @@ def _iota_causal(cmp: Instruction, pos: dict[int, int], rank: int, negate: bool,
     return as_sym(sk) - as_sym(sq) == shift  # symbolic lengths too: Sk - Sq is a polynomial
 
 
-def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> bool:
-    """Whether the factor keeps exactly the causal pattern (a negated factor: drops exactly its complement)."""
+def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = False) -> int | None:
+    """0 when the factor keeps exactly the causal pattern (a negated factor: drops exactly its complement),
+    W when it keeps a causal sliding window of W keys, else None."""
     src = f.value
     if src.opcode == "constant" and src.shape.is_static and src.shape.numel() <= CAUSAL_CHECK_ELEMENTS:
         data = constant_array(src, module)
         if data is None:
-            return False
+            return None
         if additive:
             if not is_float(src.shape.dtype) or not np.all((data == 0) | (data <= MASKED_BELOW)):
-                return False
+                return None
             data = data == 0
         elif src.shape.dtype != "pred":
-            return False
+            return None
         return _tril(~data if f.negate else data, f.pos, rank)
-    return not additive and _iota_causal(src, f.pos, rank, f.negate, module)
+    return 0 if not additive and _iota_causal(src, f.pos, rank, f.negate, module) else None
 
 
 def _mask_operand(rw: Rewriter, f: Factor, rank: int) -> Instruction | None:
@@ -276,28 +296,53 @@ def _probabilities(p: Instruction, module: Module | None) -> tuple[Instruction, 
     return p, scores
 
 
+def _reshaped_broadcast(x: Instruction) -> Instruction | None:
+    """The broadcast under x when the reshapes and transposes between them move no element: x is that
+    broadcast reshaped (torch's exporter writes repeat_kv's keys as reshape, transpose, reshape, and the
+    recognizer's own swap of the last two dims undoes the transpose). Checked by replaying the views on
+    the broadcast's element indices."""
+    chain = []
+    cur = x
+    while cur.opcode in ("reshape", "transpose") and len(chain) < 8:
+        chain.append(cur)
+        cur = cur.operands[0]
+    b = cur
+    if b.opcode != "broadcast" or not chain or not b.shape.is_static or not x.shape.is_static \
+            or b.shape.numel() > REPLAY_ELEMENTS:
+        return None
+    idx = np.arange(b.shape.numel()).reshape(b.shape.dims)
+    for view in reversed(chain):
+        idx = idx.reshape(view.shape.dims) if view.opcode == "reshape" else idx.transpose(view.attrs["dimensions"])
+    return b if np.array_equal(idx.reshape(-1), np.arange(idx.size)) else None
+
+
 def _repeated_heads(x: Instruction) -> tuple[Instruction, tuple] | None:
     """(kv, its dims [B, Hkv, S, D]) when x [B, H, S, D] repeats each head of kv H/Hkv times in a row
     (transformers' repeat_kv: unsqueeze, expand, reshape), which grouped-query attention reads directly."""
-    if x.opcode != "reshape" or x.shape.rank != 4 or x.operands[0].opcode != "broadcast":
+    b = _reshaped_broadcast(x)
+    if x.shape.rank != 4 or b is None:
         return None
-    b = x.operands[0]
     if b.shape.rank != 5 or not b.shape.is_static or not x.shape.is_static:
         return None
     batch, kv_heads, repeats, seq, dim = b.shape.dims
     if (batch, kv_heads * repeats, seq, dim) != tuple(x.shape.dims) or repeats < 2:
         return None
+    kv = b.operands[0]
+    if tuple(b.attrs["dimensions"]) == (0, 1, 3, 4) and tuple(kv.shape.dims) == (batch, kv_heads, seq, dim):
+        return kv, (batch, kv_heads, seq, dim)  # repeat_kv's own input (which may be a transposed view)
     src, pos = peel_views(b)
     if not order_preserving(pos) or sorted(pos.values()) != [d for d in (0, 1, 3, 4) if b.shape.dims[d] != 1]:
         return None
     return src, (batch, kv_heads, seq, dim)
 
 
-def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list[Factor], list[Factor]]:
-    """(causal, keep factors left, additive masks left) for the masks found on the scores."""
+def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, int | None, list[Factor], list[Factor]]:
+    """(causal, its sliding window if any, keep factors left, additive masks left) for the masks found on
+    the scores."""
     keep = list(scores.keep)
     additive: list[Factor] = []
     causal = False
+    windows: list[int] = []
     for f in scores.additive:
         as_keep = _as_keep(f, module)
         src, pos = peel_views(f.value)
@@ -305,19 +350,21 @@ def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, list
         if as_keep is not None:
             keep.append(as_keep[0])
             scores.masked.append(as_keep[1])
-        elif _is_causal(peeled, rank, module, additive=True):
+        elif (w := _is_causal(peeled, rank, module, additive=True)) is not None:
             causal = True
+            windows += [w] if w else []
         else:
             additive.append(peeled)
     rest: list[Factor] = []
     for f in (g for k in keep for g in _keep_factors(k)):
         if scalar_value(f.value, module) is True and not f.negate:
             continue
-        if _is_causal(f, rank, module):
+        if (w := _is_causal(f, rank, module)) is not None:
             causal = True
+            windows += [w] if w else []
         else:
             rest.append(f)
-    return causal, rest, additive
+    return causal, min(windows) if windows else None, rest, additive
 
 
 def _swap_last(rw: Rewriter, x: Instruction) -> Instruction:
@@ -330,6 +377,14 @@ def _swap_last(rw: Rewriter, x: Instruction) -> Instruction:
     return rw.transpose(x, perm)
 
 
+def _unrecognized(rw: Rewriter, softmax: Instruction, pv: Instruction, reason: str) -> None:
+    """Record why softmax(...) · v is not one attention op (``--explain-fusion`` prints it): its scores
+    then reach memory."""
+    line = f"%{softmax.name} -> %{pv.name}: attention not recognized: {reason}"
+    if rw.module is not None and line not in rw.module.analyses.unrecognized:
+        rw.module.analyses.unrecognized.append(line)
+
+
 def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     pv = m.root
     rank = pv.shape.rank
@@ -337,29 +392,41 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     if not is_float(pv.shape.dtype) or not _scores_dot(pv) or tuple(pv.attrs["lhs_contracting_dims"]) != (rank - 1,):
         return None
     found = _probabilities(p, rw.module)
-    scores = None if found is None else _parse_scores(found[1], rw.module)
+    if found is None:
+        return None
+    scores = _parse_scores(found[1], rw.module)
     if scores is None:
+        _unrecognized(rw, found[0], pv, f"the softmax's input (%{found[1].name}, {found[1].opcode}) is not "
+                      "q · kᵀ under constant scales, one soft-cap and masks")
         return None
     qk = scores.dot
     dtypes = {pv.shape.dtype, v.shape.dtype, p.shape.dtype, qk.shape.dtype, *(o.shape.dtype for o in qk.operands)}
     if len(dtypes) != 1:
+        _unrecognized(rw, found[0], pv, f"q, k, v and the scores mix types ({', '.join(sorted(dtypes))})")
         return None
-    causal, keep, additive = _masks(scores, rank, rw.module)
+    causal, window, keep, additive = _masks(scores, rank, rw.module)
     if len(keep) + len(additive) > 1:
+        _unrecognized(rw, found[0], pv, f"{len(keep) + len(additive)} masks besides a causal one (at most one "
+                      "is read by the kernel)")
         return None
     finite = {v for v in scores.masked if math.isfinite(v)}
     if keep and (len(finite) > 1 or (finite and len(finite) != len(set(scores.masked)))):
-        return None  # masked by two different values: no one rule gives the rows they mask whole
+        # masked by two different values: no one rule gives the rows they mask whole
+        _unrecognized(rw, found[0], pv, "the masks drop scores to different values")
+        return None
     masked_value = finite.pop() if keep and finite else None
     q, q_scale = _unscaled(qk.operands[0], rw.module)
     k, k_scale = _unscaled(qk.operands[1], rw.module)
     scale = scores.scale * q_scale * k_scale
     if not math.isfinite(scale):
+        _unrecognized(rw, found[0], pv, f"the scale {scale} is not finite")
         return None
     mask = None
     for f in keep + additive:
         mask = _mask_operand(rw, f, rank)
         if mask is None:
+            _unrecognized(rw, found[0], pv, f"the mask %{f.value.name} {f.value.shape} does not broadcast to the "
+                          "scores in order")
             return None
     if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
         q = _swap_last(rw, q)
@@ -371,9 +438,12 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     if shared_k is not None and shared_v is not None and shared_k[1][1] == shared_v[1][1]:
         k, v = rw.reshape(shared_k[0], shared_k[1]), rw.reshape(shared_v[0], shared_v[1])
     operands = [q, k, v] + ([mask] if mask is not None else [])
-    if masked_value is None:
-        return rw.op("attention", operands, scale=scale, causal=causal)
-    return rw.op("attention", operands, scale=scale, causal=causal, masked_value=masked_value)
+    attrs = {} if masked_value is None else {"masked_value": masked_value}
+    if window is not None:
+        attrs["window"] = window
+    if scores.softcap is not None:
+        attrs["softcap"] = scores.softcap
+    return rw.op("attention", operands, scale=scale, causal=causal, **attrs)
 
 
 RULES = [Rule("attention", op("dot", var("p"), var("v")), _attention)]
