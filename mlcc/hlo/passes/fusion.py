@@ -200,7 +200,16 @@ def _second_dot(group: Group, p: Instruction) -> str | None:
     if p.attrs != heavy.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
             or tuple(p.shape.dims) != tuple(heavy.shape.dims) or p.shape.dtype != heavy.shape.dtype:
         return "the two dots' weights or results differ in shape, layout or type"
+    if any(_computed(w) for w in (p.operands[1], heavy.operands[1])):
+        return "a dot whose weight is computed (dequantized in its B-tile loads) keeps its output tile to itself"
     return None
+
+
+def _computed(w: Instruction) -> bool:
+    """A dot's weight is computed by some op (a dequantization), not read as it is stored (through views)."""
+    while w.opcode in ("bitcast", "reshape"):
+        w = w.operands[0]
+    return w.opcode not in NO_KERNEL
 
 
 def _norm_epilogue(group: Group, p: Instruction) -> str | None:
