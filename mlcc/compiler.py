@@ -254,10 +254,11 @@ def load_tuning(options: CompileOptions) -> TuningDb | None:
     return load_tuning_db(options.tuning_db, tilings())
 
 
-def _run_phases(module: Module, pipeline: Pipeline, options: CompileOptions) -> None:
+def _run_phases(module: Module, pipeline: Pipeline, options: CompileOptions,
+                on_pass: Callable[[str, int], None] | None = None) -> None:
     """The pipeline's phases the module still needs (mlcc/pipeline.py), each pass verified."""
     pipeline.run(module, PipelineOptions(dump_dir=Path(options.dump_ir) if options.dump_ir else None,
-                                         disabled=frozenset(options.disable_passes)))
+                                         disabled=frozenset(options.disable_passes), on_pass=on_pass))
 
 
 def _require_tuned(kernels: dict[str, Kernel], targets: list[Target], tuning: TuningDb | None) -> None:
@@ -303,10 +304,12 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
 
     module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
     report("passes", 0, 1)
-    _run_phases(module, pipeline, options)
+    _run_phases(module, pipeline, options, on_pass=lambda name, ran: report(f"pass:{name}", ran, 0))
     report("passes", 1, 1)
     plan = module.buffer_plan
+    report("lowering", 0, 1)
     kernels, launches = lower_module(module, plan, targets, tuning)
+    report("lowering", 1, 1)
     if options.require_tuned:
         _require_tuned(kernels, targets, tuning)
     if options.check_numerics:
@@ -329,7 +332,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
         with staged_directory(out_dir) as tmp:
             manifest = write_bundle(tmp, module=module, plan=plan, kernels=kernels, launches=launches,
                                     binaries=binaries, targets=targets, model_info=model_info,
-                                    build_info=build_info, stats=stats, device=device)
+                                    build_info=build_info, stats=stats, device=device,
+                                    progress=lambda done, total: report("weights", done, total))
     except OSError as e:  # a full disk, a file size limit, a read-only folder: the previous bundle stays
         raise OutputError(f"cannot write the bundle: {e.strerror or e}", file=str(out_dir)) from None
     _write_depfile(options, out_dir, deps)
