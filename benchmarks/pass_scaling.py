@@ -3,204 +3,102 @@
     python benchmarks/pass_scaling.py                      # chains of 2k and 20k, fan-out, 100 and 1,000 layers
     python benchmarks/pass_scaling.py --graph layers:100 --graph chain:2000 [--profile out.prof]
 
-Graphs (ONNX built with onnx.helper, weights seeded and tiny):
-- chain:N    N elementwise nodes in a row (Add/Mul/Sigmoid/Sub of a [16, 16] value and small constants);
-- fanout:N   one value feeding N consumers (Mul by N different constants), summed pairwise back into one output;
-- layers:N   N stacked pre-norm transformer layers at hidden 32, 2 heads, sequence 8: LayerNorm, a fused QKV
-             MatMul, softmax attention, an output projection, a GELU MLP, two residual adds.
+Graphs from tools/synthetic_graphs.py (ONNX built with onnx.helper, weights seeded and tiny): chain:N elementwise
+nodes in a row, fanout:N consumers of one value summed back, layers:N stacked transformer layers.
 Each compiles with targets none (as `mlcc compile --target none --time-passes`) and no kernel cache. Printed per
-graph: the time of each stage (import, each pass summed over its runs, the verifier, lowering and writing) in
-microseconds per instruction of the imported module, so a near-linear pass prints the same number for every size.
+graph: the CPU time of each stage (import, each pass summed over its runs, the verifier, lowering and writing,
+and the part of all of them spent in Python's garbage collector) in microseconds per instruction of the module
+the first pass leaves, so a near-linear pass prints the same number for every size. CPU time (this process's),
+not wall time: the machine is shared, and a busy neighbour stretches wall time, not CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import sys
+import types
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
 import mlcc  # noqa: E402
-from mlcc.hlo import verifier  # noqa: E402
+from synthetic_graphs import build  # noqa: E402
 
-OPSET = [helper.make_opsetid("", 17)]
-
-
-def _model(nodes, inputs, outputs, inits, name: str) -> onnx.ModelProto:
-    return helper.make_model(helper.make_graph(nodes, name, inputs, outputs, inits), opset_imports=OPSET)
-
-
-def elementwise_chain(n: int) -> onnx.ModelProto:
-    """n elementwise nodes, each reading the previous one's result."""
-    rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), f"c{k}") for k in range(4)]
-    ops = ["Add", "Mul", "Sigmoid", "Sub"]
-    nodes, prev = [], "x"
-    for i in range(n):
-        op = ops[i % 4]
-        out = f"v{i}"
-        nodes.append(helper.make_node(op, [prev] if op == "Sigmoid" else [prev, f"c{i % 4}"], [out], name=f"n{i}"))
-        prev = out
-    nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])], inits, f"chain{n}")
-
-
-def fan_out(n: int) -> onnx.ModelProto:
-    """One value read by n consumers (each a Mul by its own constant), combined by a balanced tree of Adds."""
-    rng = np.random.default_rng(0)
-    inits, nodes = [], [helper.make_node("Sigmoid", ["x"], ["s"], name="src")]
-    level = []
-    for i in range(n):
-        inits.append(numpy_helper.from_array(rng.standard_normal((16,)).astype(np.float32), f"k{i}"))
-        nodes.append(helper.make_node("Mul", ["s", f"k{i}"], [f"m{i}"], name=f"mul{i}"))
-        level.append(f"m{i}")
-    depth = 0
-    while len(level) > 1:
-        nxt = []
-        for j in range(0, len(level) - 1, 2):
-            out = f"a{depth}_{j}"
-            nodes.append(helper.make_node("Add", [level[j], level[j + 1]], [out], name=f"add{depth}_{j}"))
-            nxt.append(out)
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level, depth = nxt, depth + 1
-    nodes.append(helper.make_node("Identity", [level[0]], ["y"], name="out"))
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 16])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])], inits, f"fanout{n}")
-
-
-def transformer_layers(n: int, hidden: int = 32, heads: int = 2, seq: int = 8) -> onnx.ModelProto:
-    """n pre-norm transformer layers (LayerNorm, QKV, softmax attention, projection, GELU MLP, residuals)."""
-    rng = np.random.default_rng(0)
-    hd = hidden // heads
-    inits: list[onnx.TensorProto] = []
-    nodes: list[onnx.NodeProto] = []
-
-    def weight(name: str, shape: tuple[int, ...], scale: float = 0.1) -> str:
-        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name))
-        return name
-
-    def const(name: str, values, dtype=np.int64) -> str:
-        inits.append(numpy_helper.from_array(np.array(values, dtype), name))
-        return name
-
-    def node(op: str, ins: list[str], out: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
-        return out
-
-    split_shape = const("split_shape", [1, seq, heads, hd])
-    merge_shape = const("merge_shape", [1, seq, hidden])
-    thirds = const("thirds", [hidden] * 3)
-    scale = weight("scale", (), 0.0)
-    inits[-1] = numpy_helper.from_array(np.array(1.0 / np.sqrt(hd), np.float32), "scale")
-    h = "x"
-    for i in range(n):
-        p = f"l{i}_"
-        ln1 = node("LayerNormalization", [h, weight(p + "g1", (hidden,)), weight(p + "b1", (hidden,))], p + "ln1",
-                   axis=-1, epsilon=1e-5)
-        qkv = node("Add", [node("MatMul", [ln1, weight(p + "wqkv", (hidden, 3 * hidden))], p + "qkv_mm"),
-                           weight(p + "bqkv", (3 * hidden,))], p + "qkv")
-        q, k, v = p + "q", p + "k", p + "v"
-        nodes.append(helper.make_node("Split", [qkv, thirds], [q, k, v], name=p + "split", axis=-1))
-        heads_of = {}
-        for name, perm in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (v, [0, 2, 1, 3])):
-            heads_of[name] = node("Transpose", [node("Reshape", [name, split_shape], name + "_r")], name + "_t",
-                                  perm=perm)
-        scores = node("Mul", [node("MatMul", [heads_of[q], heads_of[k]], p + "qk"), scale], p + "scores")
-        probs = node("Softmax", [scores], p + "probs", axis=-1)
-        ctx = node("Reshape", [node("Transpose", [node("MatMul", [probs, heads_of[v]], p + "pv")], p + "ctx_t",
-                                    perm=[0, 2, 1, 3]), merge_shape], p + "ctx")
-        attn = node("Add", [node("MatMul", [ctx, weight(p + "wo", (hidden, hidden))], p + "o_mm"),
-                            weight(p + "bo", (hidden,))], p + "o")
-        h1 = node("Add", [h, attn], p + "res1")
-        ln2 = node("LayerNormalization", [h1, weight(p + "g2", (hidden,)), weight(p + "b2", (hidden,))], p + "ln2",
-                   axis=-1, epsilon=1e-5)
-        up = node("Add", [node("MatMul", [ln2, weight(p + "w1", (hidden, 4 * hidden))], p + "up_mm"),
-                          weight(p + "b1_", (4 * hidden,))], p + "up")
-        # GELU (tanh form) spelled out, as exporters write it
-        cube = node("Mul", [up, node("Mul", [up, up], p + "sq")], p + "cube")
-        inner = node("Add", [up, node("Mul", [cube, weight(p + "c044", (), 0.0)], p + "c3")], p + "inner")
-        inits[-1] = numpy_helper.from_array(np.array(0.044715, np.float32), p + "c044")
-        t = node("Tanh", [node("Mul", [inner, weight(p + "c079", (), 0.0)], p + "scaled")], p + "tanh")
-        inits[-1] = numpy_helper.from_array(np.array(0.7978845608, np.float32), p + "c079")
-        one = p + "one"
-        inits.append(numpy_helper.from_array(np.array(1.0, np.float32), one))
-        half = p + "half"
-        inits.append(numpy_helper.from_array(np.array(0.5, np.float32), half))
-        gelu = node("Mul", [node("Mul", [up, half], p + "hx"), node("Add", [t, one], p + "t1")], p + "gelu")
-        down = node("Add", [node("MatMul", [gelu, weight(p + "w2", (4 * hidden, hidden))], p + "down_mm"),
-                            weight(p + "b2_", (hidden,))], p + "down")
-        h = node("Add", [h1, down], p + "res2")
-    nodes.append(helper.make_node("Identity", [h], ["y"], name="out"))
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, hidden])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, hidden])], inits, f"layers{n}")
-
-
-GRAPHS = {"chain": elementwise_chain, "fanout": fan_out, "layers": transformer_layers}
 DEFAULT = ["chain:2000", "chain:20000", "fanout:1000", "fanout:10000", "layers:100", "layers:1000"]
 
 
-class _TimedVerifier:
-    """Sums the time the pipeline spends in the verifier (it runs after every pass that changed the module)."""
+class _Timed:
+    """While active: the pass manager times passes in CPU seconds, and the verifier's and the garbage
+    collector's CPU seconds are summed (the verifier runs after every pass that changed the module)."""
 
     def __init__(self) -> None:
-        self.seconds = 0.0
-        self.original = verifier.verify_module
+        self.verifier = 0.0
+        self.verifier_runs = 0
+        self.gc = 0.0
+        self._gc_start = 0.0
 
-    def __enter__(self) -> "_TimedVerifier":
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_start = time.process_time()
+        else:
+            self.gc += time.process_time() - self._gc_start
+
+    def __enter__(self) -> "_Timed":
         import mlcc.hlo.passes.pass_manager as pm
+        self._pm, self._verify, self._time = pm, pm.verify_module, pm.time
 
         def timed(module, *args, **kwargs):
-            start = time.perf_counter()
+            start = time.process_time()
             try:
-                return self.original(module, *args, **kwargs)
+                return self._verify(module, *args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - start
-        self._pm = pm
+                self.verifier += time.process_time() - start
+                self.verifier_runs += 1
         pm.verify_module = timed
+        pm.time = types.SimpleNamespace(perf_counter=time.process_time)
+        gc.callbacks.append(self._on_gc)
         return self
 
     def __exit__(self, *exc) -> None:
-        self._pm.verify_module = self.original
+        self._pm.verify_module, self._pm.time = self._verify, self._time
+        gc.callbacks.remove(self._on_gc)
 
 
 def measure(spec: str, profile: Path | None = None) -> tuple[int, float, dict[str, float]]:
-    """(instructions after import, total seconds, seconds by stage) for one compile of the graph spec."""
-    kind, _, size = spec.partition(":")
-    model = GRAPHS[kind](int(size))
+    """(instructions after the first pass, CPU seconds, CPU seconds by stage) for one compile of the graph."""
+    model = build(spec)
     marks: list[tuple[str, float]] = []
 
     def progress(stage: str, done: int, total: int) -> None:
-        marks.append((f"{stage}:{'end' if done >= total else 'start'}", time.perf_counter()))
+        marks.append((f"{stage}:{'end' if done >= total else 'start'}", time.process_time()))
 
-    with tempfile.TemporaryDirectory() as tmp, _TimedVerifier() as timed:
+    gc.collect()
+    with tempfile.TemporaryDirectory() as tmp, _Timed() as timed:
         prof = cProfile.Profile() if profile is not None else None
-        start = time.perf_counter()
+        start = time.process_time()
         if prof is not None:
             prof.enable()
         result = mlcc.compile(model, Path(tmp) / "b", progress=progress, targets=[], cache_dir="")
         if prof is not None:
             prof.disable()
             prof.dump_stats(str(profile))
-        total = time.perf_counter() - start
+        total = time.process_time() - start
     at = dict(marks)
     stages: dict[str, float] = defaultdict(float)
     stages["import"] = at["import:end"] - at["import:start"]
     for r in result.pass_records:
         stages[r.name] += r.seconds
-    stages["verifier"] = timed.seconds
+    stages["verifier"] = timed.verifier
+    print(f"  {spec}: the verifier ran {timed.verifier_runs} times", flush=True)
     stages["lower+write"] = total - (at["passes:end"] - start)
+    stages["(of all: gc)"] = timed.gc
     instructions = result.pass_records[0].instructions if result.pass_records else 1
     return instructions, total, dict(stages)
 
@@ -215,7 +113,7 @@ def main() -> None:
     for i, spec in enumerate(specs):
         n, total, stages = measure(spec, a.profile if i == len(specs) - 1 else None)
         results.append((spec, n, total, stages))
-        print(f"{spec}: {n} instructions, {total:.2f} s", flush=True)
+        print(f"{spec}: {n} instructions, {total:.2f} CPU s", flush=True)
     names = list(dict.fromkeys(k for _, _, _, s in results for k in s))
     print()
     print("us per instruction | " + " | ".join(spec for spec, *_ in results))
@@ -224,7 +122,7 @@ def main() -> None:
         print(f"{name} | " + " | ".join(f"{1e6 * s.get(name, 0.0) / n:.1f}" for _, n, _, s in results))
     print("total | " + " | ".join(f"{1e6 * t / n:.1f}" for _, n, t, _ in results))
     print("instructions | " + " | ".join(str(n) for _, n, _, _ in results))
-    print("seconds | " + " | ".join(f"{t:.2f}" for _, _, t, _ in results))
+    print("CPU seconds | " + " | ".join(f"{t:.2f}" for _, _, t, _ in results))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ class Shape:
 
     def numel_expr(self) -> Dim:
         """The element count, symbolic when a dim is (canonical text, see mlcc/hlo/symbolic.py)."""
+        if self.is_static:
+            return self.numel()  # what product() gives for ints, without building expressions
         return product(self.dims)
 
     def upper_numel(self, ranges: dict[str, tuple[int, int]]) -> int:
@@ -258,6 +260,7 @@ class Computation:
         self._inserted = 0                                # instructions waiting in _before
         self._names: dict[str, int] | None = None         # name -> how many instructions here carry it
         self._names_count = 0                             # len(instructions) when _names was last right
+        self._free_from: dict[str, int] = {}              # hint -> N: hint.1 .. hint.(N-1) are all taken
         self.root: Instruction | None = None
         self.fusion_kind: str | None = None
 
@@ -282,7 +285,22 @@ class Computation:
         what was inserted after it sits just after it, the latest first."""
         order: list[Instruction] = []
         before, after, removed = self._before, self._after, self._removed
-        stack: list[tuple[Instruction, bool]] = [(inst, False) for inst in reversed(self._instructions)]
+        for inst in self._instructions:
+            key = id(inst)
+            if key in before or key in after:
+                self._emit_edited(inst, order)
+            elif key not in removed:
+                order.append(inst)
+        self._instructions = order
+        self._before = {}
+        self._after = {}
+        self._removed = set()
+        self._inserted = 0
+
+    def _emit_edited(self, inst: Instruction, order: list[Instruction]) -> None:
+        """inst with what was inserted around it (and around those, in turn) onto order."""
+        before, after, removed = self._before, self._after, self._removed
+        stack: list[tuple[Instruction, bool]] = [(inst, False)]
         while stack:
             x, expanded = stack.pop()
             if expanded:
@@ -296,11 +314,6 @@ class Computation:
             preceding = before.pop(id(x), None)
             if preceding:
                 stack.extend((p, False) for p in reversed(preceding))
-        self._instructions = order
-        self._before = {}
-        self._after = {}
-        self._removed = set()
-        self._inserted = 0
 
     def _name_index(self) -> dict[str, int]:
         """name -> count, rebuilt when instructions came or went behind this class's back (a pass that
@@ -311,6 +324,7 @@ class Computation:
             for i in self.instructions:
                 self._names[i.name] = self._names.get(i.name, 0) + 1
             self._names_count = len(self._instructions)
+            self._free_from = {}
         return self._names
 
     def _named(self, inst: Instruction, delta: int) -> None:
@@ -321,6 +335,9 @@ class Computation:
             self._names[inst.name] = count
         else:
             self._names.pop(inst.name, None)
+            hint, dot, suffix = inst.name.rpartition(".")
+            if dot and suffix.isdecimal() and 0 < int(suffix) < self._free_from.get(hint, 0):
+                self._free_from[hint] = int(suffix)  # hint.N is free again
         self._names_count += delta
 
     def _placed(self, inst: Instruction) -> None:
@@ -355,9 +372,10 @@ class Computation:
         names = self._name_index()
         if hint not in names:
             return hint
-        n = 1
+        n = self._free_from.get(hint, 1)  # every suffix below it is taken: a hint used a thousand times costs one step
         while f"{hint}.{n}" in names:
             n += 1
+        self._free_from[hint] = n
         return f"{hint}.{n}"
 
     def parameters(self) -> list[Instruction]:
