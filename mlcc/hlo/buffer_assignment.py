@@ -210,22 +210,31 @@ def _peak_live(arena: list[Buffer], nsteps: int) -> int:
 class _PlacedIndex:
     """Arena blocks placed so far, found by the steps they are live over: each block is listed in every
     bucket of BUCKET steps its live range touches, so a query reads the blocks near its range instead of
-    every block placed (a long graph has thousands, each live a few steps)."""
+    every block placed (a long graph has thousands, each live a few steps). A query whose buckets hold more
+    entries than there are blocks (values live across much of the graph: a wide fan-out) reads every block
+    once instead, as a plain scan would."""
 
     BUCKET = 32
 
     def __init__(self) -> None:
+        self.blocks: list[tuple[int, int, int, int]] = []
         self.buckets: dict[int, list[tuple[int, int, int, int]]] = {}
 
     def add(self, lo: int, hi: int, first: int, last: int) -> None:
         block = (lo, hi, first, last)
+        self.blocks.append(block)
         for k in range(first // self.BUCKET, last // self.BUCKET + 1):
             self.buckets.setdefault(k, []).append(block)
 
     def overlapping(self, first: int, last: int) -> list[tuple[int, int]]:
         """(lo, hi) of every block placed whose live range meets first..last, each once."""
+        keys = range(first // self.BUCKET, last // self.BUCKET + 1)
+        if len(keys) > len(self.blocks) or sum(len(self.buckets.get(k, ())) for k in keys) >= len(self.blocks):
+            return [(lo, hi) for lo, hi, f, l in self.blocks if f <= last and first <= l]
+        if len(keys) == 1:
+            return [(lo, hi) for lo, hi, f, l in self.buckets.get(keys[0], ()) if f <= last and first <= l]
         found: dict[int, tuple[int, int]] = {}
-        for k in range(first // self.BUCKET, last // self.BUCKET + 1):
+        for k in keys:
             for block in self.buckets.get(k, ()):
                 lo, hi, f, l = block
                 if f <= last and first <= l:

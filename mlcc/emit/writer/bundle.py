@@ -135,7 +135,11 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     told the weight bytes written so far and their total as weights.bin is written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernels").mkdir(exist_ok=True)
-    kernel_entries = [write_kernel(out, kernels[name], launches, binaries, targets) for name in sorted(kernels)]
+    by_kernel: dict[str, list[tuple[Instruction, str]]] = {}
+    for inst, name in launches:  # each kernel's own launches: not every launch read once per kernel
+        by_kernel.setdefault(name, []).append((inst, name))
+    kernel_entries = [write_kernel(out, kernels[name], by_kernel.get(name, []), binaries, targets)
+                      for name in sorted(kernels)]
     weights = write_weights(out / "weights.bin", module, plan, progress)
     (out / "model.hlo").write_text(format_module(module))
     intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device,
