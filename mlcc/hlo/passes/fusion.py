@@ -60,16 +60,20 @@ class Group:
     cone: set[int] = field(default_factory=set)  # members that attention's q, k, v are views of
     second: Instruction | None = None           # a second convolution accumulated over the same output tile
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
-    # Indexes over members, brought up to date as members grow (members are only ever appended):
-    _ids: set[int] = field(default_factory=set, repr=False, compare=False)  # id of every member
-    _outside: dict[int, Instruction] = field(default_factory=dict, repr=False, compare=False)  # operands read from
-    _synced: int = field(default=0, repr=False, compare=False)  # members indexed so far        # outside, in order
+    # Indexes over members, brought up to date as members are appended (a new or shorter list is reindexed):
+    # the id of every member, and the values members read from outside in the order they first read them.
+    _ids: set[int] = field(default_factory=set, repr=False, compare=False)
+    _outside: dict[int, Instruction] = field(default_factory=dict, repr=False, compare=False)
+    _synced: int = field(default=0, repr=False, compare=False)  # members indexed so far
+    _indexed: list[Instruction] | None = field(default=None, repr=False, compare=False)  # the list they are in
 
     def contains(self, inst: Instruction) -> bool:
         return id(inst) in self._index()
 
     def _index(self) -> set[int]:
         members = self.members
+        if members is not self._indexed or len(members) < self._synced:
+            self._ids, self._outside, self._synced, self._indexed = set(), {}, 0, members
         while self._synced < len(members):
             m = members[self._synced]
             self._synced += 1
