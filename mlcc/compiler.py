@@ -9,6 +9,7 @@ cached) -> bundle, written beside the target and swapped in only when complete.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -193,7 +194,10 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
             continue
         setattr(options, k, v)
     try:
-        return _compile(model, Path(out_dir), options, progress)
+        try:
+            return _compile(model, Path(out_dir), options, progress)
+        finally:
+            gc.unfreeze()  # the imported module, frozen by _compile, is the collector's to scan again
     except MlccError:
         raise
     except RecursionError as e:
@@ -290,6 +294,9 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     report("import", 0, 1)
     module, model_info, deps = import_model(model, options)
     report("import", 1, 1)
+    # The imported module lives until the bundle is written: keep the cyclic garbage collector from scanning its
+    # objects again at every full collection (on a 1,000-layer graph that scanning grew faster than the graph).
+    gc.freeze()
     _require_static_inputs(module, model_info.get("file"))
     _require_possible_sizes(module, model_info.get("file"))
     records = _input_records(deps, options, model_info["sha256"])
