@@ -59,21 +59,14 @@ def _diagnostics(as_json: bool, debug: bool = False) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """Progress bars on a terminal; silent otherwise."""
+def _progress(enabled: bool, delay: float = 5.0) -> Iterator[Callable[[str, int, int], None]]:
+    """A status line on a terminal's stderr once the compile has run delay seconds; silent otherwise."""
     if not enabled or not sys.stderr.isatty():
         yield lambda stage, done, total: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    with Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  transient=True, console=__import__("rich.console").console.Console(stderr=True)) as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total)
-            bar.update(tasks[stage], completed=done, total=total)
-        yield update
+    from mlcc.progress import ProgressLine
+    with ProgressLine(sys.stderr, delay=delay) as line:
+        yield line
 
 
 def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[Any]]:
@@ -145,13 +138,16 @@ def main() -> None:
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--progress-delay", type=click.FloatRange(min=0), default=5.0, hidden=True,
+              help="Seconds a compile runs before its progress shows on a terminal (default 5).")
 @click.option("--debug", is_flag=True, hidden=True, help="Show Python tracebacks (for mlcc developers).")
 def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[str, ...], dump_ir: str | None,
                 disable_passes: tuple[str, ...], time_passes: bool, explain_fusion: bool, check_numerics: bool | None,
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                werror_spills: bool | None, report_path: Path | None, as_json: bool, quiet: bool, debug: bool) -> None:
+                werror_spills: bool | None, report_path: Path | None, as_json: bool, quiet: bool, progress_delay: float,
+                debug: bool) -> None:
     """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
 
     IR text (a bundle's model.hlo) goes through the phases its header shows are still to do; the weights
@@ -166,7 +162,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "werror_spills": werror_spills}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
-        with _progress(not quiet and not as_json) as progress:
+        with _progress(not quiet and not as_json, progress_delay) as progress:
             result = mlcc.compile(model, out_dir, progress=progress, options=options)
         m = result.manifest
         if report_path is not None:

@@ -102,10 +102,7 @@ def assign_buffers(module: Module) -> BufferPlan:
     arena = [b for b in buffers.values() if b.tensor_class == "ACTIVATION"]
     shares = _in_place_pairs(steps, buffers, value_buffer)
     arena_bytes = _place(arena, shares)
-    lower_bound = 0
-    for s in range(len(steps)):
-        live = sum(align(b.bytes) for b in arena if b.first_step <= s <= b.last_step)
-        lower_bound = max(lower_bound, live)
+    lower_bound = _peak_live(arena, len(steps))
     plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares)
     module.buffer_plan = plan
     return plan
@@ -116,13 +113,14 @@ ELEMENTWISE_IN_PLACE = ops_with("in_place_safe")
 
 def _elementwise_path_only(param: Instruction, root: Instruction) -> bool:
     """Every use of param inside a fused computation is an elementwise op at the root's dims."""
-    work = [param]
+    work, seen = [param], {id(param)}
     while work:
         v = work.pop()
         for u in v.users:
             if u.opcode not in ELEMENTWISE_IN_PLACE or u.shape.dims != root.shape.dims:
                 return False
-            if u is not root:
+            if u is not root and id(u) not in seen:
+                seen.add(id(u))
                 work.append(u)
     return True
 
@@ -175,11 +173,11 @@ def _place(buffers: list[Buffer], shares: dict[str, str] | None = None) -> int:
         chains.setdefault(head[b.name], []).append(b)
     spans = [(max(x.bytes for x in c), min(x.first_step for x in c), max(x.last_step for x in c), h, c)
              for h, c in chains.items()]
-    placed: list[tuple[int, int, int, int]] = []  # offset, end, first, last
+    placed = _PlacedIndex()
     peak = 0
     for nbytes, first, last, name, chain in sorted(spans, key=lambda t: (-t[0], t[1], t[3])):
         size = align(max(nbytes, 1))
-        busy = sorted((lo, hi) for lo, hi, f, l in placed if f <= last and first <= l)
+        busy = sorted(placed.overlapping(first, last))
         offset = 0
         for lo, hi in busy:
             if offset + size <= lo:
@@ -187,6 +185,58 @@ def _place(buffers: list[Buffer], shares: dict[str, str] | None = None) -> int:
             offset = max(offset, hi)
         for b in chain:
             b.offset = offset
-        placed.append((offset, offset + size, first, last))
+        placed.add(offset, offset + size, first, last)
         peak = max(peak, offset + size)
     return peak
+
+
+def _peak_live(arena: list[Buffer], nsteps: int) -> int:
+    """The largest sum of aligned bytes live at one step (0..nsteps-1): one sweep over start and end events."""
+    delta = [0] * (nsteps + 1)
+    for b in arena:
+        first, last = b.first_step, b.last_step
+        lo, hi = max(first, 0), min(last, nsteps - 1)
+        if lo > hi:
+            continue
+        delta[lo] += align(b.bytes)
+        delta[hi + 1] -= align(b.bytes)
+    peak = live = 0
+    for s in range(nsteps):
+        live += delta[s]
+        peak = max(peak, live)
+    return peak
+
+
+class _PlacedIndex:
+    """Arena blocks placed so far, found by the steps they are live over: each block is listed in every
+    bucket of BUCKET steps its live range touches, so a query reads the blocks near its range instead of
+    every block placed (a long graph has thousands, each live a few steps). A query whose buckets hold more
+    entries than there are blocks (values live across much of the graph: a wide fan-out) reads every block
+    once instead, as a plain scan would."""
+
+    BUCKET = 32
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[int, int, int, int]] = []
+        self.buckets: dict[int, list[tuple[int, int, int, int]]] = {}
+
+    def add(self, lo: int, hi: int, first: int, last: int) -> None:
+        block = (lo, hi, first, last)
+        self.blocks.append(block)
+        for k in range(first // self.BUCKET, last // self.BUCKET + 1):
+            self.buckets.setdefault(k, []).append(block)
+
+    def overlapping(self, first: int, last: int) -> list[tuple[int, int]]:
+        """(lo, hi) of every block placed whose live range meets first..last, each once."""
+        keys = range(first // self.BUCKET, last // self.BUCKET + 1)
+        if len(keys) > len(self.blocks) or sum(len(self.buckets.get(k, ())) for k in keys) >= len(self.blocks):
+            return [(lo, hi) for lo, hi, f, l in self.blocks if f <= last and first <= l]
+        if len(keys) == 1:
+            return [(lo, hi) for lo, hi, f, l in self.buckets.get(keys[0], ()) if f <= last and first <= l]
+        found: dict[int, tuple[int, int]] = {}
+        for k in keys:
+            for block in self.buckets.get(k, ()):
+                lo, hi, f, l = block
+                if f <= last and first <= l:
+                    found[id(block)] = (lo, hi)
+        return list(found.values())

@@ -100,6 +100,8 @@ class Shape:
 
     def numel_expr(self) -> Dim:
         """The element count, symbolic when a dim is (canonical text, see mlcc/hlo/symbolic.py)."""
+        if self.is_static:
+            return self.numel()  # what product() gives for ints, without building expressions
         return product(self.dims)
 
     def upper_numel(self, ranges: dict[str, tuple[int, int]]) -> int:
@@ -150,6 +152,55 @@ class TupleShape:
 AnyShape = Union[Shape, TupleShape]
 
 
+class Users:
+    """The instructions that use a value, in the order they became users, each once.
+
+    Behaves as the list it replaces (iteration, len, indexing, ``in`` by identity, append), but
+    membership and removal take constant time: a value read by thousands of instructions (a shared
+    constant, a fan-out) loses its users one by one in time linear in their number."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, users: Iterable["Instruction"] = ()) -> None:
+        self._by_id: dict[int, Instruction] = {}
+        for u in users:
+            self._by_id.setdefault(id(u), u)
+
+    def append(self, user: "Instruction") -> None:
+        self._by_id.setdefault(id(user), user)
+
+    def discard(self, user: "Instruction") -> None:
+        self._by_id.pop(id(user), None)
+
+    def __contains__(self, user: object) -> bool:
+        return self._by_id.get(id(user)) is user
+
+    def __iter__(self) -> Iterator["Instruction"]:
+        return iter(self._by_id.values())  # rewiring users while walking them raises: walk list(users)
+
+    def __reversed__(self) -> Iterator["Instruction"]:
+        return iter(list(self._by_id.values())[::-1])
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __bool__(self) -> bool:
+        return bool(self._by_id)
+
+    def __getitem__(self, index: Any) -> Any:
+        if index == 0 and self._by_id:
+            return next(iter(self._by_id.values()))
+        return list(self._by_id.values())[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Users):
+            other = list(other)
+        return isinstance(other, list) and len(other) == len(self) and all(a is b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return repr(list(self._by_id.values()))
+
+
 class Instruction:
     """One SSA value: ``%name = shape opcode(operands), attr=value, ...``.
 
@@ -157,7 +208,7 @@ class Instruction:
     passes can rewrite without rescanning the computation.
     """
 
-    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "called", "origin", "users", "parent")
+    __slots__ = ("name", "opcode", "shape", "operands", "attrs", "called", "origin", "_users", "parent")
 
     def __init__(self, name: str, opcode: str, shape: AnyShape, operands: Iterable["Instruction"] = (),
                  attrs: dict[str, Any] | None = None, called: "Computation | None" = None,
@@ -169,23 +220,29 @@ class Instruction:
         self.attrs: dict[str, Any] = dict(attrs or {})
         self.called = called
         self.origin: tuple[str, ...] = tuple(origin)
-        self.users: list[Instruction] = []
+        self._users = Users()
         self.parent: Computation | None = None
         for op in operands:
             self.operands.append(op)
-            if self not in op.users:
-                op.users.append(self)
+            op._users.append(self)
+
+    @property
+    def users(self) -> Users:
+        return self._users
+
+    @users.setter
+    def users(self, value: Iterable["Instruction"]) -> None:
+        self._users = value if isinstance(value, Users) else Users(value)
 
     def set_operand(self, index: int, new: "Instruction") -> None:
         old = self.operands[index]
         self.operands[index] = new
         if not any(o is old for o in self.operands):
-            old.users = [u for u in old.users if u is not self]
-        if self not in new.users:
-            new.users.append(self)
+            old._users.discard(self)
+        new._users.append(self)
 
     def replace_all_uses_with(self, new: "Instruction") -> None:
-        for user in list(self.users):
+        for user in list(self._users):
             for i, op in enumerate(user.operands):
                 if op is self:
                     user.set_operand(i, new)
@@ -195,7 +252,7 @@ class Instruction:
 
     def drop_operands(self) -> None:
         for op in self.operands:
-            op.users = [u for u in op.users if u is not self]
+            op._users.discard(self)
         self.operands = []
 
     def __repr__(self) -> str:
@@ -203,33 +260,139 @@ class Instruction:
 
 
 class Computation:
-    """An ordered list of instructions (topological; the entry's order is its schedule once scheduled)."""
+    """An ordered list of instructions (topological; the entry's order is its schedule once scheduled).
+
+    Inserting and removing take constant time: they are recorded and applied to the list in one
+    linear pass the next time someone reads ``instructions`` (a pass that inserts or removes one
+    instruction per node of a long graph would otherwise be quadratic). Instruction names are
+    indexed for ``unique_name`` the same way."""
 
     def __init__(self, name: str, is_entry: bool = False) -> None:
         self.name = name
         self.is_entry = is_entry
-        self.instructions: list[Instruction] = []
+        self._instructions: list[Instruction] = []
+        self._before: dict[int, list[Instruction]] = {}  # anchor id -> instructions inserted just before it
+        self._after: dict[int, list[Instruction]] = {}   # anchor id -> instructions inserted just after it
+        self._removed: set[int] = set()                   # ids still in _instructions, removed since
+        self._inserted = 0                                # instructions waiting in _before
+        self._names: dict[str, int] | None = None         # name -> how many instructions here carry it
+        self._names_count = 0                             # len(instructions) when _names was last right
+        self._free_from: dict[str, int] = {}              # hint -> N: hint.1 .. hint.(N-1) are all taken
         self.root: Instruction | None = None
         self.fusion_kind: str | None = None
 
-    def add(self, inst: Instruction) -> Instruction:
+    @property
+    def instructions(self) -> list[Instruction]:
+        if self._inserted or self._removed:
+            self._apply_edits()
+        return self._instructions
+
+    @instructions.setter
+    def instructions(self, value: list[Instruction]) -> None:
+        self._instructions = value
+        self._before = {}
+        self._after = {}
+        self._removed = set()
+        self._inserted = 0
+        self._names = None
+
+    def _apply_edits(self) -> None:
+        """Put the recorded insertions in place and drop the removed, as if each edit had been made on the
+        list at the time: what was inserted before an anchor sits just before it in the order inserted,
+        what was inserted after it sits just after it, the latest first."""
+        order: list[Instruction] = []
+        before, after, removed = self._before, self._after, self._removed
+        for inst in self._instructions:
+            key = id(inst)
+            if key in before or key in after:
+                self._emit_edited(inst, order)
+            elif key not in removed:
+                order.append(inst)
+        self._instructions = order
+        self._before = {}
+        self._after = {}
+        self._removed = set()
+        self._inserted = 0
+
+    def _emit_edited(self, inst: Instruction, order: list[Instruction]) -> None:
+        """inst with what was inserted around it (and around those, in turn) onto order."""
+        before, after, removed = self._before, self._after, self._removed
+        stack: list[tuple[Instruction, bool]] = [(inst, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if expanded:
+                if id(x) not in removed:
+                    order.append(x)
+                continue
+            following = after.pop(id(x), None)
+            if following:
+                stack.extend((p, False) for p in following)  # popped latest first
+            stack.append((x, True))
+            preceding = before.pop(id(x), None)
+            if preceding:
+                stack.extend((p, False) for p in reversed(preceding))
+
+    def _name_index(self) -> dict[str, int]:
+        """name -> count, rebuilt when instructions came or went behind this class's back (a pass that
+        edits the list directly)."""
+        size = len(self._instructions) + self._inserted - len(self._removed)  # without applying the edits
+        if self._names is None or self._names_count != size:
+            self._names = {}
+            for i in self.instructions:
+                self._names[i.name] = self._names.get(i.name, 0) + 1
+            self._names_count = len(self._instructions)
+            self._free_from = {}
+        return self._names
+
+    def _named(self, inst: Instruction, delta: int) -> None:
+        if self._names is None:
+            return
+        count = self._names.get(inst.name, 0) + delta
+        if count > 0:
+            self._names[inst.name] = count
+        else:
+            self._names.pop(inst.name, None)
+            hint, dot, suffix = inst.name.rpartition(".")
+            if dot and suffix.isdecimal() and 0 < int(suffix) < self._free_from.get(hint, 0):
+                self._free_from[hint] = int(suffix)  # hint.N is free again
+        self._names_count += delta
+
+    def _placed(self, inst: Instruction) -> None:
+        if id(inst) in self._removed:  # back after a removal: settle the list before placing it again
+            self._apply_edits()
         inst.parent = self
-        self.instructions.append(inst)
+        self._named(inst, +1)
+
+    def add(self, inst: Instruction) -> Instruction:
+        self._placed(inst)
+        self._instructions.append(inst)
         return inst
 
     def insert_before(self, anchor: Instruction, inst: Instruction) -> Instruction:
-        inst.parent = self
-        self.instructions.insert(self.instructions.index(anchor), inst)
+        if anchor.parent is not self:
+            raise ValueError(f"cannot insert before %{anchor.name}: not in %{self.name}")
+        self._placed(inst)
+        self._before.setdefault(id(anchor), []).append(inst)
+        self._inserted += 1
+        return inst
+
+    def insert_after(self, anchor: Instruction, inst: Instruction) -> Instruction:
+        if anchor.parent is not self:
+            raise ValueError(f"cannot insert after %{anchor.name}: not in %{self.name}")
+        self._placed(inst)
+        self._after.setdefault(id(anchor), []).append(inst)
+        self._inserted += 1
         return inst
 
     def unique_name(self, hint: str) -> str:
         """hint, or hint.N for the smallest N that no instruction here uses."""
-        names = {i.name for i in self.instructions}
+        names = self._name_index()
         if hint not in names:
             return hint
-        n = 1
+        n = self._free_from.get(hint, 1)  # every suffix below it is taken: a hint used a thousand times costs one step
         while f"{hint}.{n}" in names:
             n += 1
+        self._free_from[hint] = n
         return f"{hint}.{n}"
 
     def parameters(self) -> list[Instruction]:
@@ -239,8 +402,11 @@ class Computation:
     def remove(self, inst: Instruction) -> None:
         if inst.users:
             raise ValueError(f"cannot remove %{inst.name}: still used by %{inst.users[0].name}")
+        if inst.parent is not self or id(inst) in self._removed:
+            raise ValueError(f"cannot remove %{inst.name}: not in %{self.name}")
         inst.drop_operands()
-        self.instructions.remove(inst)
+        self._removed.add(id(inst))
+        self._named(inst, -1)
         inst.parent = None
 
     def topological_sort(self) -> None:

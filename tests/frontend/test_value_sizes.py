@@ -65,3 +65,39 @@ def test_stablehlo_values_that_cannot_exist_are_65(tmp_path):
             mlcc.compile(tmp_path / name, tmp_path / "out", targets=[], cache_dir="")
         assert info.value.exit_code == 65
         assert not (tmp_path / "out").exists()
+
+
+def _outer_product(tmp_path):
+    """x[s] -> x[s, 1] * x[1, s]: a [s, s] output, 4 * s**2 bytes, possible or not by the range of s."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s"])
+    axes = [numpy_helper.from_array(np.array([k], np.int64), f"a{k}") for k in (0, 1)]
+    nodes = [helper.make_node("Unsqueeze", ["x", "a1"], ["col"]), helper.make_node("Unsqueeze", ["x", "a0"], ["row"]),
+             helper.make_node("Mul", ["col", "row"], ["outer"], name="outer_mul")]
+    m = model(nodes, [x], [helper.make_tensor_value_info("outer", TensorProto.FLOAT, ["s", "s"])], axes)
+    path = tmp_path / "outer.onnx"
+    onnx.save(m, path)
+    return path
+
+
+def test_a_symbolic_value_is_sized_at_the_top_of_its_range(tmp_path):
+    """s up to 2**24: the [s, s] output needs 4 * 2**48 bytes at the top of the range, though s = 1 needs 4."""
+    path = _outer_product(tmp_path)
+    with pytest.raises(MlccError, match=r"value 'outer_mul' of type f32\[s,s\]\{1,0\} needs 1125899906842624 bytes") \
+            as info:
+        mlcc.compile(path, tmp_path / "out", targets=[], cache_dir="", shapes={"s": "1..16777216"})
+    assert info.value.exit_code == 65
+    assert not (tmp_path / "out").exists()
+    m = mlcc.compile(path, tmp_path / "ok", targets=[], cache_dir="", shapes={"s": "1..1024"}).manifest
+    out = m["outputs"][0]
+    assert out["name"] == "outer" and m["buffers"][out["buffer"]]["bytes"] == 4 * 1024 * 1024  # planned at s = 1024
+
+
+def test_the_command_line_exits_65_naming_the_value(tmp_path):
+    import subprocess
+    import sys
+    path = _outer_product(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "mlcc.cli", "compile", str(path), "-o", str(tmp_path / "out"),
+                        "--target", "none", "--shape", "s=1..16777216"], capture_output=True, text=True)
+    assert r.returncode == 65
+    assert r.stderr.count("\n") == 1 and "'outer_mul'" in r.stderr and "1125899906842624 bytes" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import mmap
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -52,14 +52,19 @@ def constant_source(inst: Instruction, constants: dict[str, Any]) -> np.ndarray:
     return (value if isinstance(value, ConcatenatedWeights) else np.asarray(value)).reshape(dims)
 
 
-def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTensor]:
-    """Every WEIGHT/CONSTANT buffer, in its layout's byte order, at ALIGNMENT-aligned offsets."""
+def write_weights(path: Path, module: Module, plan: BufferPlan,
+                  progress: Callable[[int, int], None] | None = None) -> list[WeightTensor]:
+    """Every WEIGHT/CONSTANT buffer, in its layout's byte order, at ALIGNMENT-aligned offsets; progress, if
+    given, is told the bytes written so far and the total after each tensor."""
     entries = []
     offset = 0
+    constants = [inst for inst in module.entry.instructions if inst.opcode == "constant"]
+    total = sum(plan.buffers[inst.name].bytes for inst in constants)
+    done = 0
     with open(path, "wb") as f:
-        for inst in module.entry.instructions:
-            if inst.opcode != "constant":
-                continue
+        for inst in constants:
+            if progress is not None:
+                progress(done, total)
             buf = plan.buffers[inst.name]
             pad = align(offset) - offset
             f.write(b"\0" * pad)
@@ -68,6 +73,9 @@ def write_weights(path: Path, module: Module, plan: BufferPlan) -> list[WeightTe
                                       numpy_dtype(inst.shape.dtype))
             entries.append(WeightTensor(buf.name, offset, written, tensor_spec(inst.shape)))
             offset += written
+            done += written
+    if progress is not None:
+        progress(done, max(total, done))
     return entries
 
 
@@ -136,12 +144,18 @@ def _bytes_of(contiguous: np.ndarray) -> np.ndarray:
 def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
                  launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
                  targets: list[Target], model_info: dict[str, Any], build_info: dict[str, Any],
-                 stats: dict[str, Any], device: DeviceModel) -> dict[str, Any]:
-    """Write every file of the bundle into ``out``; returns the manifest as written."""
+                 stats: dict[str, Any], device: DeviceModel,
+                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Write every file of the bundle into ``out``; returns the manifest as written. progress, if given, is
+    told the weight bytes written so far and their total as weights.bin is written."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "kernels").mkdir(exist_ok=True)
-    kernel_entries = [write_kernel(out, kernels[name], launches, binaries, targets) for name in sorted(kernels)]
-    weights = write_weights(out / "weights.bin", module, plan)
+    by_kernel: dict[str, list[tuple[Instruction, str]]] = {}
+    for inst, name in launches:  # each kernel's own launches: not every launch read once per kernel
+        by_kernel.setdefault(name, []).append((inst, name))
+    kernel_entries = [write_kernel(out, kernels[name], by_kernel.get(name, []), binaries, targets)
+                      for name in sorted(kernels)]
+    weights = write_weights(out / "weights.bin", module, plan, progress)
     (out / "model.hlo").write_text(format_module(module))
     intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device,
                           source_names(module, plan), kv_cache_ranges(module, plan)).to_json()

@@ -28,6 +28,7 @@ Every edge left unfused gets a reason (`--explain-fusion`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlcc.hlo.analyses import UnfusedBaseline
@@ -62,9 +63,92 @@ class Group:
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
     prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
     shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
+    # Indexes over members, brought up to date as members are appended (a new or shorter list is reindexed):
+    # the id of every member, and the values members read from outside in the order they first read them.
+    _ids: set[int] = field(default_factory=set, repr=False, compare=False)
+    _outside: dict[int, Instruction] = field(default_factory=dict, repr=False, compare=False)
+    _synced: int = field(default=0, repr=False, compare=False)  # members indexed so far
+    _indexed: list[Instruction] | None = field(default=None, repr=False, compare=False)  # the list they are in
 
     def contains(self, inst: Instruction) -> bool:
-        return any(m is inst for m in self.members)
+        return id(inst) in self._index()
+
+    def _index(self) -> set[int]:
+        members = self.members
+        if members is not self._indexed or len(members) < self._synced:
+            self._ids, self._outside, self._synced, self._indexed = set(), {}, 0, members
+        while self._synced < len(members):
+            m = members[self._synced]
+            self._synced += 1
+            self._ids.add(id(m))
+            self._outside.pop(id(m), None)
+            for o in m.operands:
+                if id(o) not in self._ids:
+                    self._outside.setdefault(id(o), o)
+        return self._ids
+
+    def outside(self) -> list[Instruction]:
+        """The values members read that no member computes, in the order members first read them."""
+        self._index()
+        return list(self._outside.values())
+
+    def grown(self, p: Instruction, kind: str, heavy: Instruction | None, second: Instruction | None,
+              norm: Instruction | None) -> "Group":
+        """The group with p added and these kind and heavy ops: a trial that refers to this group's members
+        rather than copying them, so checking one candidate costs p's operands, not the group's size."""
+        return _Grown(self, p, kind, heavy, second, norm)
+
+
+class _Members(Sequence):
+    """A group's members followed by one more, without copying them."""
+
+    def __init__(self, base: list[Instruction], extra: Instruction) -> None:
+        self.base, self.extra = base, extra
+
+    def __len__(self) -> int:
+        return len(self.base) + 1
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self)[i]
+        n = len(self.base)
+        if i == n or i == -1:
+            return self.extra
+        if -n - 1 <= i < n:
+            return self.base[i if i >= 0 else i + 1]
+        raise IndexError(i)
+
+    def __iter__(self):
+        yield from self.base
+        yield self.extra
+
+    def __add__(self, other: list[Instruction]) -> list[Instruction]:
+        return [*self, *other]
+
+
+class _Grown(Group):
+    """Group.grown's trial: membership and outside reads answered from the base group's indexes."""
+
+    def __init__(self, base: Group, p: Instruction, kind: str, heavy: Instruction | None,
+                 second: Instruction | None, norm: Instruction | None) -> None:
+        super().__init__(base.root, kind, _Members(base.members, p), heavy, second=second, norm=norm)
+        self.base, self.extra = base, p
+
+    def contains(self, inst: Instruction) -> bool:
+        return inst is self.extra or self.base.contains(inst)
+
+    def outside(self) -> list[Instruction]:
+        p = self.extra
+        self.base._index()
+        seen = self.base._outside
+        reads = [o for o in seen.values() if o is not p]
+        added: set[int] = set()
+        for o in p.operands:
+            if o is p or id(o) in seen or id(o) in added or self.base.contains(o):
+                continue
+            added.add(id(o))
+            reads.append(o)
+        return reads
 
 
 def _kind_of(inst: Instruction) -> str | None:
@@ -129,12 +213,8 @@ def _from_indices(inst: Instruction, depth: int = 8) -> bool:
 
 
 def _operands_outside(group: Group) -> list[Instruction]:
-    seen: list[Instruction] = []
-    for m in group.members:
-        for o in m.operands:
-            if not group.contains(o) and not any(o is s for s in seen):
-                seen.append(o)
-    return seen
+    """The values the group's members read from outside it, in the order the members first read them."""
+    return group.outside()
 
 
 def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
@@ -254,6 +334,7 @@ class Fusion(Pass):
         self.explanations: list[str] = []
         self.ranges: Ranges = {}
         self.copies: dict[int, list[Group]] = {}  # a cheap producer -> the groups it was duplicated into
+        self._comp_names: set[str] = set()  # the module's computation names while fusions are built
 
     def run(self, module: Module) -> bool:
         self.ranges = module.symbols  # sizes decide what is cheap: symbolic ones at the top of their range
@@ -263,6 +344,7 @@ class Fusion(Pass):
         self.explanations = []
         self.copies = {}
         groups = self._form_groups(comp)
+        self._comp_names = {c.name for c in module.computations}
         changed = False
         for g in groups:
             # A cheap root duplicated into all its consumers' fusions is gone by now.
@@ -371,7 +453,7 @@ class Fusion(Pass):
                 return f"{p.opcode} {where} and is too expensive to recompute ({_bytes(p, self.ranges)} bytes)"
         if p.opcode in CONTRACTIONS and any(group.contains(o) for o in p.operands):
             return f"{p.opcode} operands are read from memory as they are, and one is computed in the fusion"
-        trial = Group(group.root, new_kind, group.members + [p], heavy, second=second, norm=norm)
+        trial = group.grown(p, new_kind, heavy, second, norm)
         if heavy is not None and heavy is not group.heavy:
             why = _epilogue_ok(trial, heavy)
             if why is not None:
@@ -448,7 +530,7 @@ class Fusion(Pass):
     # ---- building the fusion instruction
     def _materialize(self, module: Module, comp: Computation, g: Group) -> None:
         order, params = _canonical_order(g)
-        body = Computation(_unique_comp_name(module, f"fused_{g.kind}.{g.root.name}"))
+        body = Computation(_unique_comp_name(module, f"fused_{g.kind}.{g.root.name}", self._comp_names))
         mapping: dict[int, Instruction] = {}
         for i, p in enumerate(params):
             mapping[id(p)] = body.add(Instruction(f"param_{i}", "parameter", p.shape, (), {"index": i}))
@@ -577,12 +659,16 @@ def _attention_prologue(group: Group, p: Instruction) -> str | None:
     return None
 
 
-def _unique_comp_name(module: Module, hint: str) -> str:
-    names = {c.name for c in module.computations}
+def _unique_comp_name(module: Module, hint: str, names: set[str] | None = None) -> str:
+    """hint, or hint.N for the smallest N no computation of module is named; names, when given, is the set of
+    those names, kept up to date by the caller (one fusion after another: no rescan of the module each time)."""
+    if names is None:
+        names = {c.name for c in module.computations}
     name, n = hint, 1
     while name in names:
         name = f"{hint}.{n}"
         n += 1
+    names.add(name)
     return name
 
 

@@ -189,10 +189,7 @@ class LayoutAssignment(Pass):
                 return u
         copy = Instruction(comp.unique_name(f"{value.name}.relayout"), "copy", value.shape.with_layout(layout),
                            [value], origin=value.origin)
-        at = max(comp.instructions.index(value) + 1, 0)
-        copy.parent = comp
-        comp.instructions.insert(at, copy)
-        return copy
+        return comp.insert_after(value, copy)
 
 
 class TransposeToBitcast(Pass):

@@ -52,6 +52,7 @@ class PipelineOptions:
     disabled: frozenset[str] = frozenset()
     verify: bool = True
     max_iterations: int = 16
+    on_pass: Callable[[str, int], None] | None = None  # told each pass's name as it starts, and how many ran before
 
 
 class Pipeline(Pass):
@@ -96,6 +97,8 @@ class Pipeline(Pass):
                 continue
             if p.name in options.disabled:
                 continue
+            if options.on_pass is not None:
+                options.on_pass(p.name, len(self.records))
             start = time.perf_counter()
             changed = bool(p.run(module))
             elapsed = time.perf_counter() - start
