@@ -158,7 +158,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     weights = write_weights(out / "weights.bin", module, plan, progress)
     (out / "model.hlo").write_text(format_module(module))
     intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device,
-                          source_names(module, plan), kv_cache_ranges(module, plan)).to_json()
+                          source_names(module, plan), kv_cache_ranges(module, plan), module.symbols).to_json()
     validate("intent", intent)
     (out / "intent.json").write_text(dumps(intent))
 

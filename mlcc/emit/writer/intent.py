@@ -21,11 +21,13 @@ All costs assume a device model (mlcc/emit/target/targets.py). Steps index the m
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 from mlcc.bundle.intent import PERSISTENT, Intent, IntentBuffer, KvCacheEntry, Prefetch
 from mlcc.emit.target.targets import DeviceModel
 from mlcc.hlo.buffer_assignment import Buffer, BufferPlan
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+from mlcc.hlo.symbolic import upper
 
 _LAYER = re.compile(r"(?:^|[/._])(?:h|layer|layers|block|blocks|blk)[._]?(\d+)(?=$|[/._])")
 
@@ -60,7 +62,8 @@ def _reuse_horizon(b: Buffer, steps: int, persistent: bool) -> int | None:
 
 def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flops: dict[str, int],
                  device: DeviceModel, names: dict[str, list[str]] | None = None,
-                 kv_cache: dict[str, list[int]] | None = None) -> Intent:
+                 kv_cache: dict[str, list[int]] | None = None,
+                 ranges: Mapping[str, tuple[int, int]] | None = None) -> Intent:
     """names: buffer -> the source names it relates to (for layer ranges); kv_cache: buffer -> token range."""
     names = names or {}
     kv_cache = kv_cache or {}
@@ -111,12 +114,13 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
             token_range=kv_cache.get(b.name)))
     return Intent(device_model=device.to_json(), steps=n_steps, step_seconds=[float(f"{s:.9g}") for s in seconds],
                   buffers=entries, prefetch=prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)),
-                  kv_caches=kv_cache_pairs(plan, launches, kv_cache, names))
+                  kv_caches=kv_cache_pairs(plan, launches, kv_cache, names, ranges or {}))
 
 
 def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv_cache: dict[str, list],
-                   names: dict[str, list[str]]) -> list[KvCacheEntry]:
-    """Each past cache (an input) and the present cache (an output) the kernel that reads it produces."""
+                   names: dict[str, list[str]], ranges: Mapping[str, tuple[int, int]]) -> list[KvCacheEntry]:
+    """Each past cache (an input) and the present cache (an output) the kernel that reads it produces; a
+    symbolic dim other than the token axis (a batch) counts at the top of its range."""
     pairs = []
     for inst, _ in launches:
         present = plan.value_buffer[inst.name]
@@ -131,7 +135,7 @@ def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv
             axis = next((i for i, d in enumerate(shape.dims) if d == stop), len(shape.dims) - 2)
             per_token = DTYPE_BYTES[shape.dtype]
             for i, d in enumerate(shape.dims):
-                per_token *= d if i != axis else 1
+                per_token *= upper(d, ranges) if i != axis else 1
             layers = layer_of(names.get(past, []))
             pairs.append(KvCacheEntry(past, present, axis, per_token, kv_cache[past][1], stop,
                                       min(layers) if layers else None))
