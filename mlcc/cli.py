@@ -134,6 +134,9 @@ def main() -> None:
               help="Fail (exit 69) if a tunable kernel has no tuning entry for a target; lists every one.")
 @click.option("--werror-spills", is_flag=True, default=None,
               help="Fail (exit 69) if a kernel's binary spills registers (otherwise a warning per kernel and target).")
+@click.option("--quantize", default=None, metavar="SCHEME",
+              help="Quantize the float weights: w4 or w4:BLOCK (BLOCK 32, the default, or 128), weight-only 4-bit "
+                   "blocks, symmetric, rounded as onnxruntime's MatMulNBitsQuantizer (RTN) does.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
@@ -146,8 +149,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                werror_spills: bool | None, report_path: Path | None, as_json: bool, quiet: bool, progress_delay: float,
-                debug: bool) -> None:
+                werror_spills: bool | None, quantize: str | None, report_path: Path | None, as_json: bool, quiet: bool,
+                progress_delay: float, debug: bool) -> None:
     """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
 
     IR text (a bundle's model.hlo) goes through the phases its header shows are still to do; the weights
@@ -159,7 +162,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
                "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned,
-               "werror_spills": werror_spills}
+               "werror_spills": werror_spills, "quantize": quantize}
         cfg, cfg_file = load_config(config_path)
         options = merge_options(cfg, cli, cfg_file)
         with _progress(not quiet and not as_json, progress_delay) as progress:

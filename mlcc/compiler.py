@@ -28,7 +28,7 @@ from mlcc.emit.target.targets import Target, TargetError, device_model, parse_ta
 from mlcc.emit.target.tuning_db import TuningDb, load_tuning_db
 from mlcc.emit.tiling import untuned
 from mlcc.emit.writer import write_bundle
-from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError
+from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError, UsageError
 from mlcc.frontend.hlo_text import import_hlo_text, is_hlo_text
 from mlcc.frontend.onnx import import_onnx
 from mlcc.frontend.stablehlo import import_stablehlo
@@ -38,6 +38,7 @@ from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
 from mlcc.hlo.symbolic import symbols_of
 from mlcc.hlo.traffic import kernel_bytes
+from mlcc.hlo.passes.quantize_weights import SCHEMES, parse_scheme
 from mlcc.pipeline import check_disabled, compile_pipeline
 from mlcc.version import __version__
 
@@ -64,13 +65,15 @@ class CompileOptions:
     tuning_db: str | None = None       # YAML of measured launch configs by kernel signature and target (mlcc tune)
     require_tuned: bool = False        # a tunable (kernel, target) without a tuning entry is an error
     werror_spills: bool = False        # a binary that spills registers is an error (exit 69), not a warning
+    quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize)
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
         return {"targets": list(self.targets), "shapes": {k: list(v) if isinstance(v, (list, tuple)) else v
                                                           for k, v in sorted(self.shapes.items())},
                 "disable_passes": sorted(self.disable_passes), "device_model": self.device_model,
-                "precision": self.precision, "io_layout": self.io_layout, "require_tuned": bool(self.require_tuned)}
+                "precision": self.precision, "io_layout": self.io_layout, "require_tuned": bool(self.require_tuned),
+                **({"quantize": self.quantize} if self.quantize else {})}
 
 
 @dataclass
@@ -246,7 +249,9 @@ def _checked_options(options: CompileOptions):
         raise UnsupportedError(f"unknown precision '{options.precision}' (fp32, tf32, fp16, bf16)")
     if options.io_layout not in ("row-major", "any"):
         raise UnsupportedError(f"unknown --io-layout '{options.io_layout}' (row-major, any)")
-    pipeline = compile_pipeline(options.precision, options.io_layout)
+    if options.quantize is not None and parse_scheme(str(options.quantize)) is None:
+        raise UsageError(f"unknown --quantize scheme '{options.quantize}' (schemes: {SCHEMES})")
+    pipeline = compile_pipeline(options.precision, options.io_layout, options.quantize)
     check_disabled(pipeline, options.disable_passes)
     return targets, device, pipeline
 

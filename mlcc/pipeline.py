@@ -27,6 +27,7 @@ from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitca
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
 from mlcc.hlo.passes.precision import ReducedPrecision
+from mlcc.hlo.passes.quantize_weights import QuantizeWeights, parse_scheme
 from mlcc.hlo.passes.quantized_dot import FoldFakeQuant, QuantizedContraction
 from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule
@@ -54,11 +55,18 @@ STEPS = (
 )
 
 
-def phases(precision: str = "fp32", io_layout: str = "row-major") -> list[Phase]:
-    """The phases in order, configured by the compile options that change what they do."""
+def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str | None = None) -> list[Phase]:
+    """The phases in order, configured by the compile options that change what they do. ``quantize`` is a
+    checked --quantize scheme (compiler._checked_options): its pass runs first, on the imported weights."""
+    first: list[Pass] = []
+    if quantize:
+        block = parse_scheme(quantize)
+        if block is None:
+            raise UnsupportedError(f"unknown --quantize scheme '{quantize}'")
+        first.append(QuantizeWeights(block))
     return [
         # before cleanup folds dequantized weights into float constants
-        Phase("simplify", [QuantizedContraction(), FoldFakeQuant(), cleanup(), BatchNormFolding()]),
+        Phase("simplify", [*first, QuantizedContraction(), FoldFakeQuant(), cleanup(), BatchNormFolding()]),
         Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
         # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
         # in the types precision chose and before layouts are assigned to the slices
@@ -76,8 +84,8 @@ def phases(precision: str = "fp32", io_layout: str = "row-major") -> list[Phase]
     ]
 
 
-def compile_pipeline(precision: str = "fp32", io_layout: str = "row-major") -> Pipeline:
-    return Pipeline("compile", phases(precision, io_layout))
+def compile_pipeline(precision: str = "fp32", io_layout: str = "row-major", quantize: str | None = None) -> Pipeline:
+    return Pipeline("compile", phases(precision, io_layout, quantize))
 
 
 def pass_names(pipeline: Pipeline) -> list[str]:

@@ -30,6 +30,7 @@ import numpy as np
 
 from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
+from mlcc.hlo.blockquant import dequantize_blocks, take, unpack, unpack_by_gather
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.ir import Instruction, is_float
 
@@ -48,91 +49,6 @@ def _numel(x: Instruction) -> int:
     return n
 
 
-def unpack(b: Builder, packed: Instruction, bits: int) -> Instruction:
-    """u8 [..., P] holding 8 // bits values a byte, the low bits first -> u8 [..., P * (8 // bits)]."""
-    if bits == 8:
-        return packed
-    per_byte = 8 // bits
-    dims = tuple(packed.shape.dims)
-    wide = dims + (per_byte,)
-    rank = len(dims)
-    x = broadcast_in_dims(b, packed, wide, list(range(rank)))
-    shifts = b.constant(np.arange(per_byte, dtype=np.uint8) * bits, "u8", ref_hint="nibble_shifts")
-    shifts = broadcast_in_dims(b, shifts, wide, [rank])
-    mask = b.splat((1 << bits) - 1, "u8", wide)
-    q = b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
-    return b.reshape(q, dims[:-1] + (dims[-1] * per_byte,))
-
-
-def unpack_by_gather(b: Builder, packed: Instruction, bits: int) -> Instruction:
-    """unpack's values computed at their own coordinates: byte i // per_byte of the row, gathered along the
-    last axis with constant indices, shifted by bits * (i % per_byte). No reshape, so the values stay at
-    the result's dims through later passes (a reshape after an elementwise chain is sunk below it, and a
-    residual add of a dequantized embedding row would then run at the bytes' [..., P, per_byte] dims, where
-    the next matmul's epilogue cannot take it)."""
-    if bits == 8:
-        return packed
-    per_byte = 8 // bits
-    rank = packed.shape.rank
-    length = int(packed.shape.dims[-1]) * per_byte
-    i = np.arange(length)
-    idx = b.constant((i // per_byte).astype(np.int32), "s32", ref_hint="nibble_bytes")
-    x = b.op("gather", [packed, idx], axis=rank - 1)
-    shifts = broadcast_in_dims(b, b.constant((i % per_byte * bits).astype(np.uint8), "u8", ref_hint="nibble_shifts"),
-                               x.shape.dims, [rank - 1])
-    mask = b.splat((1 << bits) - 1, "u8", x.shape.dims)
-    return b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
-
-
-def _blocks_to_elements(b: Builder, v: Instruction, rows: tuple, blocks: int, block_size: int) -> Instruction:
-    """[*rows, blocks] -> [*rows, blocks * block_size]: each block's value repeated over its elements."""
-    r = len(rows)
-    wide = tuple(rows) + (blocks, block_size)
-    return b.reshape(broadcast_in_dims(b, v, wide, list(range(r + 1))), tuple(rows) + (blocks * block_size,))
-
-
-def _take(b: Builder, x: Instruction, length: int) -> Instruction:
-    """x's first ``length`` elements along its last axis."""
-    if int(x.shape.dims[-1]) == length:
-        return x
-    rank = x.shape.rank
-    return b.op("slice", [x], start_indices=(0,) * rank, limit_indices=tuple(x.shape.dims[:-1]) + (length,),
-                strides=(1,) * rank)
-
-
-def _blocks_by_gather(b: Builder, v: Instruction, block_size: int, length: int) -> Instruction:
-    """[*rows, blocks] -> [*rows, length]: element i takes its block's value, gathered (no reshape)."""
-    idx = b.constant((np.arange(length) // block_size).astype(np.int32), "s32", ref_hint="block_of")
-    return b.op("gather", [v, idx], axis=v.shape.rank - 1)
-
-
-def dequantize_blocks(b: Builder, q: Instruction, scales: Instruction, zero: Instruction | None,
-                      zero_packed: bool, bits: int, block_size: int, length: int, dtype: str,
-                      gathers: bool = False) -> Instruction:
-    """Blocked dequantization along the last axis: q u8 [*rows, >= length] (unpacked), scales and zero
-    points [*rows, blocks] (zero points packed along the last axis when zero_packed); the result has
-    ``length`` elements on the last axis (the padding of the last block dropped) and type dtype. With
-    ``gathers`` each value's block is gathered rather than broadcast and reshaped (unpack_by_gather says
-    why); without, the chain is only elementwise ops and views a dot computes in its weight loads."""
-    rows = tuple(q.shape.dims[:-1])
-    blocks = int(scales.shape.dims[-1])
-
-    def per_element(v: Instruction) -> Instruction:
-        if gathers:
-            return _blocks_by_gather(b, v, block_size, length)
-        return _take(b, _blocks_to_elements(b, v, rows, blocks, block_size), length)
-
-    y = b.convert(_take(b, q, length), dtype)
-    if zero is None:
-        zp = b.splat(float(1 << (bits - 1)), dtype, rows + (blocks,))
-    else:
-        if zero_packed:
-            zero = _take(b, (unpack_by_gather if gathers else unpack)(b, zero, bits), blocks)
-        zp = b.convert(zero, dtype)
-    y = b.op("subtract", [y, per_element(zp)])
-    return b.op("multiply", [y, per_element(b.convert(scales, dtype))])
-
-
 def _packed_weight(b: Builder, node: OnnxNode, n: int, k: int, bits: int, row_bytes: int) -> Instruction:
     """MatMulNBits's B as u8 [N, ceil(K * bits / 8)]: the blocks of a row are consecutive in k, so the bytes
     of the last block's padding (K not a multiple of block_size) are dropped, never stored nor read."""
@@ -141,7 +57,7 @@ def _packed_weight(b: Builder, node: OnnxNode, n: int, k: int, bits: int, row_by
     if known is not None:
         return b.constant(np.ascontiguousarray(known.reshape(n, row_bytes)[:, :used]), "u8",
                           ref_hint=node.proto.input[1])
-    return _take(b, b.reshape(node.input(1), (n, row_bytes)), used)
+    return take(b, b.reshape(node.input(1), (n, row_bytes)), used)
 
 
 def _input_named(node: OnnxNode, i: int) -> str:
