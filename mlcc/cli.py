@@ -7,6 +7,7 @@ Exit codes (README, "Exit codes"): 0 ok, 1 verification mismatch, 2 usage,
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import sys
@@ -328,10 +329,13 @@ def _replay(bundles: tuple[Path, ...], trace_path: Path, device: str, hbm_budget
 @click.option("--shape", "shapes", multiple=True,
               help="As for compile. A symbolic dim kept over a range (seq=1..64) is checked at its smallest, "
                    "middle and largest size. Repeatable.")
+@click.option("--quantize", default=None, metavar="SCHEME",
+              help="As for compile; also builds the float model and reports both errors (the accuracy change). "
+                   "The quantized outputs are held to --rtol/--atol only when given.")
 @click.option("--json", "as_json", is_flag=True)
 def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device: str, seed: int,
                rtol: float | None, atol: float | None, targets: str | None, precision: str, shapes: tuple[str, ...],
-               as_json: bool) -> None:
+               quantize: str | None, as_json: bool) -> None:
     """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
     import mlcc
     from mlcc.compiler import detect_format
@@ -346,43 +350,67 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
             if sim_target and sim_target not in default_targets:  # --device sim:gfx942 compiles for it too
                 default_targets.append(sim_target)
             opts = mlcc.CompileOptions(targets=targets.split(",") if targets else default_targets, precision=precision,
-                                       shapes=_parse_shapes(shapes))
-            mlcc.compile(model, out_dir, options=opts)
-            exe = mlcc.load(out_dir, device=device)
-            types = {t["name"]: t["numpy_dtype"] for t in exe.manifest["inputs"] + exe.manifest["outputs"]}
-            data = load_npz(inputs_path) if inputs_path else {}
-            feeds = {n: as_dtype(data[n], types[n]) for n in exe.input_names if n in data}
-            runs = [feeds]
-            if len(feeds) != len(exe.input_names):
-                ranges = integer_ranges(model) if detect_format(model) == "onnx" else {}
-                runs = [random_inputs(exe.manifest["inputs"], seed, env, ranges)
-                        for env in symbol_sizes(exe.manifest.get("symbols", {}))]
+                                       shapes=_parse_shapes(shapes), quantize=quantize)
             tol = PRECISION_TOLERANCES[precision]
-            checks = []
-            for feeds in runs:
-                got = exe.run(feeds)
-                expected = {n[4:]: v for n, v in data.items() if n.startswith("out:")}
-                expected.update({n: v for n, v in data.items() if n.startswith("out") and n[3:].isdigit()})
-                expected = {n: as_dtype(v, types[n]) if n in types else v for n, v in expected.items()}
-                reference = "npz"
-                if detect_format(model) == "onnx":
-                    try:
-                        expected, reference = onnxruntime_outputs(model, feeds), "onnxruntime"
-                    except ReferenceUnavailableError:
-                        if not expected:  # nothing else to compare with
-                            raise
-                if not expected:
-                    raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
-                checks += compare(got, expected, rtol if rtol is not None or tol is None else tol[0],
-                                  atol if atol is not None or tol is None else tol[1])
-        ok = all(c.ok for c in checks)
+            data = load_npz(inputs_path) if inputs_path else {}
+
+            def check(bundle_dir: Path, options: Any, rtol: float | None, atol: float | None) -> tuple[list, str]:
+                mlcc.compile(model, bundle_dir, options=options)
+                exe = mlcc.load(bundle_dir, device=device)
+                types = {t["name"]: t["numpy_dtype"] for t in exe.manifest["inputs"] + exe.manifest["outputs"]}
+                feeds = {n: as_dtype(data[n], types[n]) for n in exe.input_names if n in data}
+                runs = [feeds]
+                if len(feeds) != len(exe.input_names):
+                    ranges = integer_ranges(model) if detect_format(model) == "onnx" else {}
+                    runs = [random_inputs(exe.manifest["inputs"], seed, env, ranges)
+                            for env in symbol_sizes(exe.manifest.get("symbols", {}))]
+                checks, reference = [], "npz"
+                for feeds in runs:
+                    got = exe.run(feeds)
+                    expected = {n[4:]: v for n, v in data.items() if n.startswith("out:")}
+                    expected.update({n: v for n, v in data.items() if n.startswith("out") and n[3:].isdigit()})
+                    expected = {n: as_dtype(v, types[n]) if n in types else v for n, v in expected.items()}
+                    if detect_format(model) == "onnx":
+                        try:
+                            expected, reference = onnxruntime_outputs(model, feeds), "onnxruntime"
+                        except ReferenceUnavailableError:
+                            if not expected:  # nothing else to compare with
+                                raise
+                    if not expected:
+                        raise errors.UsageError(f"no reference for {model}: give --inputs with expected outputs 'outN'")
+                    checks += compare(got, expected, rtol if rtol is not None or tol is None else tol[0],
+                                      atol if atol is not None or tol is None else tol[1])
+                return checks, reference
+
+            float_checks: list = []
+            if quantize:
+                # the float build is held to the precision's tolerances; the quantized one only to --rtol/--atol
+                # when given (its error against the float model is the accuracy change it reports)
+                float_opts = dataclasses.replace(opts, quantize=None)
+                float_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-float-"))) / "b"
+                float_checks, _ = check(float_dir, float_opts, rtol, atol)
+                given = rtol is not None or atol is not None  # else only a NaN/inf where the reference has none fails
+                checks, reference = check(out_dir, opts, rtol if given else 0.0, atol if given else float("inf"))
+            else:
+                checks, reference = check(out_dir, opts, rtol, atol)
+        ok = all(c.ok for c in checks + float_checks)
         if as_json:
-            click.echo(json.dumps({"ok": ok, "reference": reference, "outputs": [c.__dict__ | {"shape": list(c.shape)} for c in checks]},
-                                  sort_keys=True))
+            result = {"ok": ok, "reference": reference, "outputs": [c.__dict__ | {"shape": list(c.shape)} for c in checks]}
+            if quantize:
+                result |= {"quantize": quantize,
+                           "float_outputs": [c.__dict__ | {"shape": list(c.shape)} for c in float_checks]}
+            click.echo(json.dumps(result, sort_keys=True))
         else:
             for c in checks:
                 click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.dtype}{list(c.shape)} max abs err {c.max_abs:.3g}, "
                            f"max rel err {c.max_rel:.3g} (vs {reference})")
+            if quantize:
+                bad = [c.name for c in float_checks if not c.ok]
+                change = ", ".join(f"{c.name} {f.max_abs:.3g} -> {c.max_abs:.3g}"
+                                   for c, f in zip(checks, float_checks))
+                click.echo(f"{'ok  ' if not bad else 'FAIL'} --quantize {quantize}: max abs err vs {reference}, "
+                           f"float build -> quantized: {change}"
+                           + (f" (the float build fails: {', '.join(bad)})" if bad else ""))
         if not ok:
             sys.exit(errors.EXIT_MISMATCH)
 

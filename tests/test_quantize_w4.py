@@ -156,3 +156,21 @@ def test_cli_unknown_scheme_is_one_line_exit_2(tmp_path):
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "unknown --quantize scheme 'w3'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_verify_reports_the_accuracy_change_against_the_float_build(tmp_path):
+    r = _cli("verify", str(DATA / "float.onnx"), "--quantize", "w4", "--target", "none", "--shape", "seq=4",
+             "--inputs", str(DATA / "inputs.npz"), "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["ok"] and out["quantize"] == "w4" and out["reference"] == "onnxruntime"
+    (q,), (f,) = out["outputs"], out["float_outputs"]
+    assert f["max_abs"] < 1e-4 and f["ok"]
+    # the quantized build's error against the float model is onnxruntime's own quantization error
+    want = np.abs(np.load(DATA / "b32_sym.ref.npz")["logits"] - np.load(DATA / "float.ref.npz")["logits"]).max()
+    assert abs(q["max_abs"] - want) < 1e-3 * want
+    text = _cli("verify", str(DATA / "float.onnx"), "--quantize", "w4", "--target", "none", "--shape", "seq=4",
+                "--inputs", str(DATA / "inputs.npz"), "--atol", "1e-3", cwd=tmp_path)
+    assert text.returncode == 1  # held to a tolerance it does not meet, it fails
+    assert "--quantize w4: max abs err vs onnxruntime, float build -> quantized: logits" in text.stdout
