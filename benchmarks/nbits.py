@@ -29,6 +29,8 @@ import mlcc  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "models" / "nbits"
 MODELS = ["float", "b32_asym", "b32_sym", "b128_asym", "b128_sym", "b32_8bit", "b32_asym_gbq"]
+# the float model quantized by mlcc (compile --quantize), compared with onnxruntime on its own quantization
+QUANTIZED_BY_MLCC = {"float --quantize w4": ("w4", "b32_sym"), "float --quantize w4:128": ("w4:128", "b128_sym")}
 
 
 def _size(path: Path) -> int:
@@ -36,16 +38,18 @@ def _size(path: Path) -> int:
 
 
 def measure(name: str, targets: list[str], tmp: Path, float_row: dict | None) -> dict:
-    half = tmp / f"{name}_decode"
-    decode = mlcc.compile(DATA / f"{name}.onnx", half, targets=[], cache_dir="", precision="fp16",
+    quantize, ref_name = QUANTIZED_BY_MLCC.get(name, (None, name))
+    source = DATA / ("float.onnx" if quantize else f"{name}.onnx")
+    half = tmp / f"{name}_decode".replace(" ", "_")
+    decode = mlcc.compile(source, half, targets=[], cache_dir="", precision="fp16", quantize=quantize,
                           shapes={"seq": [1]}).manifest["stats"]
     weights_fp16 = (half / "weights.bin").stat().st_size
     base = float_row or {"decode_bytes": decode["bytes"], "weights_bin_fp16": weights_fp16}
-    out = tmp / name
-    full = mlcc.compile(DATA / f"{name}.onnx", out, targets=targets, cache_dir="", shapes={"seq": [4]}).manifest
+    out = tmp / name.replace(" ", "_")
+    full = mlcc.compile(source, out, targets=targets, cache_dir="", shapes={"seq": [4]}, quantize=quantize).manifest
     inputs = dict(np.load(DATA / "inputs.npz"))
     got = mlcc.load(out, device="cpu").run(inputs)["logits"]
-    ref = np.load(DATA / f"{name}.ref.npz")["logits"]
+    ref = np.load(DATA / f"{ref_name}.ref.npz")["logits"]
     float_ref = np.load(DATA / "float.ref.npz")["logits"]
     return {"model": name, "decode_launches": decode["launches"], "decode_bytes": decode["bytes"],
             "decode_ratio": round(decode["bytes"] / base["decode_bytes"], 3), "weights_bin_fp16": weights_fp16,
@@ -84,7 +88,7 @@ def main() -> None:
     targets = [] if args.targets == "none" else args.targets.split(",")
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in MODELS:
+        for name in MODELS + list(QUANTIZED_BY_MLCC):
             rows.append(measure(name, targets, Path(tmp), rows[0] if rows else None))
     print("| model | decode launches | decode bytes (fp16) | vs float fp16 | weights.bin (fp16) | vs float fp16 | "
           "launches (seq 4) | weights.bin (fp32) | bundle (fp32) | max err vs onnxruntime | max err vs float model |")
