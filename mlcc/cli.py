@@ -18,9 +18,16 @@ from typing import Any, Callable, Iterator
 import click
 
 from mlcc import errors
-from mlcc.config import ConfigError, load_config, merge_options
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _options(config_path: str | None, cli: dict[str, Any]) -> Any:
+    """The compile options: mlcc.yaml (or --config) overridden by the command line. Imported here, not at the
+    top: mlcc.config loads the whole compiler, which `mlcc inspect`, `run` and `simulate` never need."""
+    from mlcc.config import load_config, merge_options
+    cfg, cfg_file = load_config(config_path)
+    return merge_options(cfg, cli, cfg_file)
 
 
 def _emit_error(e: BaseException, as_json: bool) -> int:
@@ -28,7 +35,7 @@ def _emit_error(e: BaseException, as_json: bool) -> int:
         err = e
     elif e.__class__.__name__ == "BundleError":
         err = errors.InvalidInputError(str(e))
-    elif isinstance(e, ConfigError):
+    elif e.__class__.__name__ == "ConfigError":  # mlcc.config loads the compiler: imported only by commands that compile
         err = errors.UsageError(str(e))
     else:
         err = errors.InternalError(f"{type(e).__name__}: {e} (please report this as an mlcc bug)")
@@ -164,8 +171,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
                "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned,
                "werror_spills": werror_spills, "quantize": quantize}
-        cfg, cfg_file = load_config(config_path)
-        options = merge_options(cfg, cli, cfg_file)
+        options = _options(config_path, cli)
         with _progress(not quiet and not as_json, progress_delay) as progress:
             result = mlcc.compile(model, out_dir, progress=progress, options=options)
         m = result.manifest
@@ -539,8 +545,7 @@ def tune_cmd(model: Path, db_path: str, target: str | None, repeat: int, shapes:
     and merge the fastest into a tuning database (exit 69 without a CUDA device, unless --device sim:TARGET)."""
     from mlcc.emit.target.tune import tune_model
     with _diagnostics(as_json):
-        cfg, cfg_file = load_config(config_path)
-        options = merge_options(cfg, {"shapes": _parse_shapes(shapes) or None, "precision": precision}, cfg_file)
+        options = _options(config_path, {"shapes": _parse_shapes(shapes) or None, "precision": precision})
         results = tune_model(model, db_path, options, target=target, repeat=repeat, device=device,
                              log=None if as_json else lambda line: click.echo(line, err=True))
         if as_json:
@@ -561,8 +566,7 @@ def config_cmd(config_path: str | None) -> None:
 
     import yaml
     with _diagnostics(False):
-        cfg, cfg_file = load_config(config_path)
-        options = merge_options(cfg, {}, cfg_file)
+        options = _options(config_path, {})
         click.echo(yaml.safe_dump(dataclasses.asdict(options), sort_keys=True), nl=False)
 
 
