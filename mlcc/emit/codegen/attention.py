@@ -273,6 +273,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
                     window=inst.attrs.get("window"), softcap=inst.attrs.get("softcap"),
                     scale=float(inst.attrs["scale"]), masked_value=inst.attrs.get("masked_value"),
+                    score_quant=inst.attrs.get("score_quant", ()), prob_quant=inst.attrs.get("prob_quant"),
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, **fused)
