@@ -11,6 +11,10 @@ reads kv head h // (Hq / Hkv).
 An attention fusion computes its mask in the kernel: the loop ops producing it are evaluated per
 [BLOCK_M, BLOCK_N] score tile at the tile's coordinates (mlcc/emit/codegen/fused.py), so the mask is never
 materialized either; q, k and v are the fusion's parameters, read as they are.
+
+A fake-quantized attention (QDQ int8 exports: mlcc/hlo/passes/recognize/quant_attention.py) applies its
+``score_quant`` steps to each score tile and, with ``prob_quant``, runs two passes over the keys: the row max
+and sum first, then the normalized probabilities, fake-quantized, times v.
 """
 
 from __future__ import annotations
@@ -273,6 +277,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     mask=mask_tile, mask_kind=mask_kind, causal=bool(inst.attrs["causal"]),
                     window=inst.attrs.get("window"), softcap=inst.attrs.get("softcap"),
                     scale=float(inst.attrs["scale"]), masked_value=inst.attrs.get("masked_value"),
+                    score_quant=inst.attrs.get("score_quant", ()), prob_quant=inst.attrs.get("prob_quant"),
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, **fused)

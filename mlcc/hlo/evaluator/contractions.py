@@ -132,6 +132,8 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
         k = np.repeat(k, heads // kv_heads, axis=-3)
         v = np.repeat(v, heads // kv_heads, axis=-3)
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * np.array(inst.attrs["scale"], acc)
+    for pre, *fq in inst.attrs.get("score_quant", ()):  # fake-quantized scores (QDQ exports)
+        scores = _fake_quant(scores * np.array(pre, acc) if pre != 1 else scores, fq)
     softcap = inst.attrs.get("softcap")
     if softcap is not None:  # logit soft-capping, before any mask
         scores = np.array(softcap, acc) * np.tanh(scores / np.array(softcap, acc))
@@ -159,4 +161,13 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
     e = np.exp(scores - np.where(row_max == -np.inf, 0, row_max))
     total = np.sum(e, axis=-1, keepdims=True)
     probs = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+    if inst.attrs.get("prob_quant") is not None:
+        probs = _fake_quant(probs, inst.attrs["prob_quant"])
     return np.matmul(probs, v)
+
+
+def _fake_quant(x: np.ndarray, fq) -> np.ndarray:
+    """(clamp(round-half-even(x * inv) + zp, lo, hi) - zp) * scale, each step in x's type."""
+    inv, zp, lo, hi, scale = (np.array(c, x.dtype) for c in fq)
+    t = np.minimum(np.maximum(np.rint(x * inv) + zp, lo), hi)
+    return (t - zp) * scale

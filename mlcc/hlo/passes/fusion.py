@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from mlcc.hlo.analyses import UnfusedBaseline
-from mlcc.hlo.ir import Computation, Instruction, Module
+from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
@@ -445,6 +445,8 @@ class Fusion(Pass):
             if why is not None:
                 return why
             new_kind, heavy, norm = "output", p, group.heavy
+        elif group.kind == "loop" and _quantized_attention(p) and "attention" in self.kinds:
+            new_kind, heavy = "attention", p  # its requantization, computed on the output tile
         else:
             return f"a {p.opcode} cannot join a {group.kind} fusion rooted at {group.root.opcode}"
         if not users_inside:
@@ -470,8 +472,9 @@ class Fusion(Pass):
                 return f"{p.opcode} feeds the {fed.opcode}'s operands (no prologue fusion)"
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
-        if len(trial.members) > MAX_INSTRUCTIONS:
-            return f"the fusion would exceed {MAX_INSTRUCTIONS} instructions"
+        limit = _instruction_limit(trial)
+        if len(trial.members) > limit:
+            return f"the fusion would exceed {limit} instructions"
         group.kind, group.heavy, group.second, group.norm = new_kind, heavy, second, norm
         group.members.append(p)
         if users_inside and (not _cheap(p, self.ranges) or any(_stored(q, self.ranges) for q in p.operands)):
@@ -650,6 +653,8 @@ def _attention_prologue(group: Group, p: Instruction) -> str | None:
     """Why p cannot be computed as the attention kernel loads q, k or v tiles (None: it can). Views of the
     inputs are read in place; elementwise ops, slices and concatenations of them (rotary embeddings:
     x * cos + rotate_half(x) * sin) are evaluated per tile."""
+    if _quantized_attention(group.heavy) and _dequantized_prologue(p):
+        return None
     if p.opcode not in LOOP_OPS:
         return f"attention computes only loop ops as it loads q, k and v, not {p.opcode}"
     producer = next((o for o in p.operands if o.opcode in CONTRACTIONS), None)
@@ -657,6 +662,27 @@ def _attention_prologue(group: Group, p: Instruction) -> str | None:
         # a projection's bias: added once by the projection's epilogue, not per tile of every query block
         return f"{p.opcode} of the {producer.opcode}'s result is left to its epilogue"
     return None
+
+
+def _quantized_attention(inst: Instruction | None) -> bool:
+    """An attention with fake-quantized scores (mlcc/hlo/passes/recognize/quant_attention.py)."""
+    return inst is not None and inst.opcode == "attention" and "score_quant" in inst.attrs
+
+
+def _instruction_limit(group: Group) -> int:
+    """A quantized attention computes three dequantize-requantize chains (half of their members scalar
+    constants and their broadcasts) as it loads q, k and v: it may hold twice as many instructions."""
+    return 2 * MAX_INSTRUCTIONS if _quantized_attention(group.heavy) else MAX_INSTRUCTIONS
+
+
+def _dequantized_prologue(p: Instruction) -> bool:
+    """p may be computed per q, k or v tile of a quantized attention: a scalar constant (a scale or a zero
+    point, inlined), or an elementwise op of an integer contraction's result (the dequantize-bias-requantize
+    epilogue of a QKV projection, which must run somewhere: per tile, its s32 result is all that is stored)."""
+    if p.opcode == "constant":
+        return "ref" not in p.attrs and p.shape.rank == 0
+    return p.opcode in ELEMENTWISE_OPS and any(o.opcode in CONTRACTIONS and not is_float(o.shape.dtype)
+                                               for o in p.operands)
 
 
 def _unique_comp_name(module: Module, hint: str, names: set[str] | None = None) -> str:

@@ -11,7 +11,7 @@ from mlcc.hlo.passes.cse import CommonSubexpressionElimination
 from mlcc.hlo.passes.dce import DeadCodeElimination
 from mlcc.hlo.passes.output_copies import OutputCopies
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Pipeline
-from mlcc.hlo.passes.recognize.attention import RecognizeAttention
+from mlcc.hlo.passes.recognize.quant_attention import RecognizeQuantizedAttention
 from mlcc.hlo.passes.recognize.gelu import RecognizeGelu
 from mlcc.hlo.passes.recognize.layer_norm import RecognizeLayerNorm
 from mlcc.hlo.passes.recognize.pooling import RecognizePooling
@@ -28,7 +28,7 @@ def cleanup() -> FixedPoint:
 
 def recognition() -> list[Pass]:
     """Composites in dependency order: attention needs the softmax recognized first."""
-    return [RecognizeLayerNorm(), RecognizeGelu(), RecognizeSilu(), RecognizeSoftmax(), RecognizeAttention(),
+    return [RecognizeLayerNorm(), RecognizeGelu(), RecognizeSilu(), RecognizeSoftmax(), RecognizeQuantizedAttention(),
             RecognizePooling()]
 
 
