@@ -49,6 +49,7 @@ from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
 
 ROW_NORMS = ops_with("row_norm")
+PICKS = ("gather", "slice")  # a dot's lhs rows read in place through these (mlcc/hlo/passes/a_prologue.py)
 CONTRACTIONS = ops_with("contraction")
 
 
@@ -105,6 +106,8 @@ class Operands:
         norms = [h for h in norms if h is not lhs_norm]
         heavy, second = _output_fusion_heavies(inst, contractions, norms)
         weight = _computed_weight(heavy)
+        if lhs_norm is None and heavy.opcode == "dot" and _below_views(heavy.operands[0]).opcode in PICKS:
+            lhs_norm = heavy.operands[0]  # rows gathered or sliced in place as the A tiles load
         lhs = read_as_is(heavy.operands[0], inst) if lhs_norm is None else FusedOperand(-1, heavy.operands[0].shape)
         rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
@@ -162,6 +165,8 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
     if norm is None:
         return None
     fusion = io.fusion
+    if norm.opcode not in ROW_NORMS:
+        return _picked_rows_section(io)
     rank = norm.shape.rank
     if list(norm.attrs["dimensions"]) != [rank - 1] or int(norm.shape.dims[-1]) != k:
         raise UnsupportedError(f"%{fusion.name}: the %{norm.name} ({norm.opcode}) in the dot's A loads must "
@@ -177,6 +182,23 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
             "bias": params[1] if len(params) > 1 else None, "epsilon": float(norm.attrs["epsilon"]),
             "compute_type": tl_type(compute), "sqrt": "tl.sqrt_rn", "a_type": tl_type(norm.shape.dtype),
             "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
+
+
+def _picked_rows_section(io: Operands) -> dict:
+    """The dot's lhs over a [BLOCK_M, BLOCK_K] A tile when it is rows gathered or sliced from a fusion
+    parameter (lane_am the flat lhs free dims, lane_ak the contracting dim, mask_a the lanes in bounds)."""
+    dot, fusion = io.contraction, io.fusion
+    lc = list(dot.attrs["lhs_contracting_dims"])
+    lhs = dot.operands[0]
+    if dot.attrs["lhs_batch_dims"] or len(lc) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a dot reading its rows through a gather needs no batch dims and "
+                               "one contracting dim")
+    lf = [d for d in range(lhs.shape.rank) if d not in lc]
+    lanes = [Lanes("lane_am", tuple(lf)), Lanes("lane_ak", tuple(lc))]
+    em = TileEmitter(fusion, "p_", "BLOCK_M, BLOCK_K", kernel_dims(lhs.shape), lanes, io.wide(), io.ranges)
+    em.section(lhs, mask="mask_a")
+    (x,) = em.sections()
+    return {"op": "rows", "x": x, "a_type": tl_type(lhs.shape.dtype), "ops": em.ops}
 
 
 def _computed_weight(dot: Instruction) -> Instruction | None:
@@ -272,7 +294,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
 
     weight, weight_ops = _weight_section(io, rb, rf, rc)
     a_norm = _lhs_norm_section(io, k)
-    whole_k = a_norm is not None
+    whole_k = a_norm is not None and a_norm["op"] != "rows"
     weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
     # a second dot of the same lhs (a gated MLP's gate next to its up projection): its weights read at the
     # same offsets, into acc_1

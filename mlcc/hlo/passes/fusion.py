@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
+from mlcc.hlo.passes.a_prologue import norm_below, norm_prologue_chain, picked_rows, picked_rows_chain
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
@@ -63,7 +64,7 @@ class Group:
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
     prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
     shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
-    lhs_norm: Instruction | None = None          # a row norm the dot applies as it loads its A tiles
+    lhs_prologue: Instruction | None = None      # a row norm (or rows picked) the dot computes as it loads A tiles
     # Indexes over members, brought up to date as members are appended (a new or shorter list is reindexed):
     # the id of every member, and the values members read from outside in the order they first read them.
     _ids: set[int] = field(default_factory=set, repr=False, compare=False)
@@ -399,7 +400,8 @@ class Fusion(Pass):
                             group.cone.discard(id(p))
                             self._explain(p, inst, reason)
                         continue
-                    if inst.opcode == "dot" and i == 0 and group.heavy is inst and norm_below(p) is not None:
+                    if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
+                            norm_below(p) is not None or picked_rows(p) is not None):
                         reason = self._norm_prologue(group, p, owner, outputs)
                         if reason is not None:
                             self._explain(p, inst, f"not normalized in the dot's A-tile loads: {reason}")
@@ -509,8 +511,8 @@ class Fusion(Pass):
         dot = group.heavy
         if group.kind != "output" or group.second is not None:
             return "the output tile already holds another contraction"
-        if group.lhs_norm is not None:
-            return "the dot already normalizes its A tiles (one prologue per kernel)"
+        if group.lhs_prologue is not None:
+            return "the dot already computes its A tiles (one prologue per kernel)"
         cone, why = weight_prologue_cone(dot, p, self.ranges)
         if why is not None:
             return why
@@ -537,7 +539,9 @@ class Fusion(Pass):
         """Merge the row norm the dot's lhs p is a view of into the group, applied as the kernel loads its A
         tiles, or say why not (see norm_prologue_chain); the norm's cheap operands (its scale and bias
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
-        chain, why = norm_prologue_chain(group, p)
+        if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
+            return "the output tile already holds a second accumulator, a row norm or a weight prologue"
+        chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why
         if any(id(m) in owner or id(m) in outputs for m in chain):
@@ -549,8 +553,8 @@ class Fusion(Pass):
         for m in chain:
             group.members.append(m)
             owner[id(m)] = group
-        group.lhs_norm = norm
-        for q in norm.operands:
+        group.lhs_prologue = norm
+        for q in norm.operands[1:]:  # the norm's scale and bias, or the gather's indices
             if q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs):
                 continue
             if not group.contains(q) and _cheap(q, self.ranges):
@@ -672,52 +676,6 @@ def weight_prologue_cone(dot: Instruction, w: Instruction, ranges: Ranges) -> tu
     if leaf_bytes >= _bytes(w, ranges):
         return [], f"its constants ({leaf_bytes} bytes) are no smaller than the weight ({_bytes(w, ranges)} bytes)"
     return cone, None
-
-
-MAX_NORM_ROW = 256  # a norm joins a dot's A loads when its row fits one K tile (BLOCK_K >= row)
-
-
-def norm_below(p: Instruction) -> Instruction | None:
-    """The row norm p is a view of (through bitcasts), if any."""
-    while p.opcode == "bitcast":
-        p = p.operands[0]
-    return p if p.opcode in ROW_NORMS else None
-
-
-def norm_prologue_chain(group: Group, p: Instruction) -> tuple[list[Instruction], str | None]:
-    """The views from the dot's lhs p down to the row norm they show (the norm last), which the dot's kernel
-    may apply as it loads its A tiles, computing each row's statistics in a first pass over the tile (so the
-    normalized activations never reach memory). Refused (with why) unless the group holds only this dot (no
-    second accumulator, epilogue norm or weight prologue), the dot has no batch dims and contracts the lhs's
-    last dim alone, the norm normalizes its last dim alone, of at most MAX_NORM_ROW elements (one K tile
-    holds a whole row), every view is a row-major reshape (so the dot's rows are the norm's rows, flat), and
-    no one but the dot reads the norm or its views."""
-    dot = group.heavy
-    if group.kind != "output" or dot is None or dot.opcode != "dot":
-        return [], "only a dot's output fusion normalizes its A tiles"
-    if group.second is not None or group.norm is not None or group.prologue:
-        return [], "the output tile already holds a second accumulator, a row norm or a weight prologue"
-    if dot.attrs["lhs_batch_dims"] or list(dot.attrs["lhs_contracting_dims"]) != [p.shape.rank - 1]:
-        return [], "the dot has batch dims or does not contract its lhs's last dim alone"
-    chain = [p]
-    while chain[-1].opcode == "bitcast":
-        chain.append(chain[-1].operands[0])
-    norm = chain[-1]
-    if list(norm.attrs["dimensions"]) != [norm.shape.rank - 1]:
-        return [], f"the {norm.opcode} normalizes dims {list(norm.attrs['dimensions'])}, not its last alone"
-    if not all(v.shape.is_row_major() and v.shape.is_static for v in chain + [norm.operands[0]]):
-        return [], "the norm, its input or a view between it and the dot is not row-major and static"
-    row = int(norm.shape.dims[-1])
-    if row > MAX_NORM_ROW:
-        return [], f"its rows of {row} elements do not fit one K tile (at most {MAX_NORM_ROW})"
-    if norm.shape.dtype not in ("f32", "f16", "bf16"):
-        return [], f"a {norm.shape.dtype} norm"
-    for a, b in zip(chain, chain[1:]):
-        if any(u is not a for u in b.users):
-            return [], f"%{b.name} has users other than the dot's lhs"
-    if any(u is not dot for u in p.users):
-        return [], f"%{p.name} has users other than the dot"
-    return chain, None
 
 
 def _feeds_heavy_operands(p: Instruction, heavy: Instruction) -> bool:

@@ -4,7 +4,8 @@ IR text out, the same values before and after (the numpy evaluator), and the rea
 
 from __future__ import annotations
 
-from mlcc.hlo.passes.fusion import MAX_NORM_ROW, Fusion
+from mlcc.hlo.passes.a_prologue import MAX_NORM_ROW
+from mlcc.hlo.passes.fusion import Fusion
 from tests.hlo.passes.pass_numerics import check_rewrite, run
 
 
