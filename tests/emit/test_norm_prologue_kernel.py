@@ -94,3 +94,32 @@ def test_rms_norm_is_applied_as_the_dot_loads_its_a_tiles(dtype):
     if dtype == "f16":
         y = y.astype(np.float16).astype(np.float64)
     np.testing.assert_allclose(got.astype(np.float64), y @ w, *TOL[dtype])
+
+
+# BERT's pooler: row 3 of every [5, 40] slab gathered (axis 1), then @ w^T
+PICKED = """
+%fused {
+  %p0 = f32[2,5,40]{2,1,0} parameter(0)
+  %p1 = f32[24,40]{1,0} parameter(1)
+  %i = s64[] constant(), value={3}
+  %rows = f32[2,40]{1,0} gather(%p0, %i), axis=1
+  ROOT %d = f32[2,24]{1,0} dot(%rows, %p1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={1}
+}
+ENTRY %main {
+  %x = f32[2,5,40]{2,1,0} parameter(0)
+  %w = f32[24,40]{1,0} parameter(1)
+  ROOT %f = f32[2,24]{1,0} fusion(%x, %w), kind=output, calls=%fused
+}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_rows_gathered_as_the_dot_loads_its_a_tiles(dtype):
+    inst = fusion(PICKED.replace("f32", dtype))
+    kernel = lower(inst, "k")
+    assert kernel.template == "matmul.py.jinja" and "a_rstd" not in kernel.source
+    shapes = [tuple(int(d) for d in op.shape.dims) for op in inst.operands]
+    inputs = _inputs(shapes, np.float16 if dtype == "f16" else np.float32)
+    (got,) = run_kernel(kernel, inst, inputs, None)
+    x, w = (v.astype(np.float64) for v in inputs)
+    np.testing.assert_allclose(got.astype(np.float64), x[:, 3, :] @ w.T, *TOL[dtype])

@@ -65,3 +65,38 @@ def test_rows_longer_than_a_k_tile_stay_in_the_norms_own_kernel():
     assert [i.opcode for i in module.entry.instructions].count("dot") == 1
     assert f"%a -> %d: not normalized in the dot's A-tile loads: its rows of {2 * MAX_NORM_ROW} elements do not " \
            f"fit one K tile (at most {MAX_NORM_ROW})" in explanations(module)
+
+
+# BERT's pooler: the first token's row of the last hidden state (a model output), then a dense layer
+POOLER = """
+  ENTRY %main {
+    %h = f32[1,16,64]{2,1,0} parameter(0), name=h
+    %w = f32[64,64]{1,0} parameter(1), name=w
+    %e = f32[1,16,64]{2,1,0} exp(%h)
+    %zero = s64[] constant(), value={0}
+    %first = f32[1,64]{1,0} gather(%e, %zero), axis=1
+    %d = f32[1,64]{1,0} dot(%first, %w), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={1}
+    %p = f32[1,64]{1,0} tanh(%d)
+    ROOT %t = (f32[1,16,64]{2,1,0}, f32[1,64]{1,0}) tuple(%e, %p)
+  }"""
+
+
+def test_rows_picked_by_a_constant_index_are_read_in_place_as_the_dot_loads_its_a_tiles():
+    # the gathered row (256 bytes of the model output e) is read by the pooler's kernel, not stored apart
+    check_rewrite(Fusion(), POOLER, expected="""
+      %fused_output.p {
+        %param_0 = f32[1,16,64]{2,1,0} parameter(0)
+        %param_1 = f32[64,64]{1,0} parameter(1)
+        %zero = s64[] constant(), value={0}
+        %first = f32[1,64]{1,0} gather(%param_0, %zero), axis=1
+        %d = f32[1,64]{1,0} dot(%first, %param_1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={1}
+        ROOT %p = f32[1,64]{1,0} tanh(%d)
+      }
+
+      ENTRY %main {
+        %h = f32[1,16,64]{2,1,0} parameter(0), name=h
+        %w = f32[64,64]{1,0} parameter(1), name=w
+        %e = f32[1,16,64]{2,1,0} exp(%h)
+        %fusion.p = f32[1,64]{1,0} fusion(%e, %w), calls=%fused_output.p, kind=output
+        ROOT %t = (f32[1,16,64]{2,1,0}, f32[1,64]{1,0}) tuple(%e, %fusion.p)
+      }""", rtol=1e-5, atol=1e-5)
