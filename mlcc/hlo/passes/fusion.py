@@ -176,8 +176,9 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
         if inst.opcode == "convert" and src.opcode in LOOP_OPS and src.opcode != "constant" and len(src.users) == 1:
             return False  # its source exists only for it (a quantization's clamp): recomputing would store that
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
-    if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES:
-        return all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
+    if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES \
+            and all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands):
+        return True  # a few elements: recompute wherever needed (a few rows of a big table: see _table_rows)
     return _from_indices(inst) or _table_rows(inst)
 
 
