@@ -56,7 +56,8 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     may apply as it loads its A tiles, computing each row's statistics in a first pass over the tile (so the
     normalized activations never reach memory). Refused (with why) unless the dot has no batch dims and
     contracts the lhs's last dim alone, the norm normalizes its last dim alone, of at most MAX_NORM_ROW elements (one K tile
-    holds a whole row), every view is a row-major reshape (so the dot's rows are the norm's rows, flat), and
+    holds a whole row), every view is a row-major reshape (so the dot's rows are the norm's rows, flat; their number may be
+    symbolic), and
     no one but the dot reads the norm or its views."""
     if dot.attrs["lhs_batch_dims"] or list(dot.attrs["lhs_contracting_dims"]) != [p.shape.rank - 1]:
         return [], "the dot has batch dims or does not contract its lhs's last dim alone"
@@ -66,8 +67,10 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     norm = chain[-1]
     if list(norm.attrs["dimensions"]) != [norm.shape.rank - 1]:
         return [], f"the {norm.opcode} normalizes dims {list(norm.attrs['dimensions'])}, not its last alone"
-    if not all(v.shape.is_row_major() and v.shape.is_static for v in chain + [norm.operands[0]]):
-        return [], "the norm, its input or a view between it and the dot is not row-major and static"
+    if not all(v.shape.is_row_major() for v in chain + [norm.operands[0]]):
+        return [], "the norm, its input or a view between it and the dot is not row-major"
+    if not isinstance(norm.shape.dims[-1], int):
+        return [], "its rows have a symbolic length"
     row = int(norm.shape.dims[-1])
     if row > MAX_NORM_ROW:
         return [], f"its rows of {row} elements do not fit one K tile (at most {MAX_NORM_ROW})"
