@@ -542,6 +542,8 @@ class Fusion(Pass):
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
         if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
+        if _computed(group.heavy.operands[1]):  # a dequantized weight keeps its prologue (one per kernel)
+            return "the dot computes its weight in its B-tile loads"
         chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why
