@@ -16,8 +16,10 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 # once and writes its output once) at most half of the graph run one kernel per source op. That baseline
 # counts views (Reshape, Squeeze, Unsqueeze, Flatten) as free, so it is smaller than it was when these bars
 # were set: bert_tiny's 0.56 is the same absolute bar as its old 0.5 (issue #24 asks for 0.40, not met yet).
-TARGETS = {"gpt2_tiny": 18, "gpt2_tiny_legacy": 18, "bert_tiny": 18}
-BYTES = {"gpt2_tiny": 0.5, "gpt2_tiny_legacy": 0.5, "bert_tiny": 0.56, "light_resnet50": 0.5}
+# gpt2_tiny meets issue #24's 13 launches and 0.40 bytes (its norms are applied in the GEMMs' A loads);
+# bert_tiny meets its 12 (the pooler reads its first-token row in place as it loads its A tiles).
+TARGETS = {"gpt2_tiny": 13, "gpt2_tiny_legacy": 13, "bert_tiny": 12}
+BYTES = {"gpt2_tiny": 0.40, "gpt2_tiny_legacy": 0.5, "bert_tiny": 0.56, "light_resnet50": 0.5}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))

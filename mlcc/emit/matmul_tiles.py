@@ -38,7 +38,7 @@ def uses_tl_dot(dtype: str) -> bool:
 
 
 def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
-                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False) -> dict:
+                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False, whole_k: bool = False) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
     the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates;
     "weight_prologue" (only when set) says the kernel computes its B tiles (a packed weight dequantized in
@@ -47,6 +47,8 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
                "dtype": dtype, "whole_rows": whole_rows}
     if weight_prologue:
         problem["weight_prologue"] = True
+    if whole_k:  # the kernel normalizes its A rows as it loads them: one K tile spans a row (BLOCK_K >= k)
+        problem["whole_k"] = True
     if not all(isinstance(x, int) for x in (m, n, k, batch)):
         problem["sizes"] = (m, n, batch)
     return problem
@@ -54,15 +56,17 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
                   whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES,
-                  weight_prologue: bool = False) -> LaunchConfig:
+                  weight_prologue: bool = False, whole_k: bool = False) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue, whole_k)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
         raise UnsupportedError(f"a row norm after a {dtype} dot")
+    if whole_k and not uses_tl_dot(dtype):
+        raise UnsupportedError(f"a row norm in a {dtype} dot's A loads")
     if interpreter:
         tiles, warps, stages = _interpreter_tiles(problem)
     else:
@@ -102,6 +106,8 @@ def _interpreter_tiles(p: dict) -> tuple[dict[str, int], int, int]:
     else:
         bm, bn, bk = _product_tiles(m, n, k, 64, 1 << 18)
         return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
+    if p.get("whole_k"):
+        bk = max(_min_k(p["dtype"]), next_pow2(k))
     warps = 8 if bm * bn >= 128 * 128 else 4
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, 3
 
@@ -133,9 +139,14 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
     stages = target.matmul_stages
     if p.get("weight_prologue"):
         bk, bn, stages = _weight_prologue_tiles(bk, bn, stages, WEIGHT_TILE if half else WEIGHT_TILE // 2)
+    least_k = _min_k(dtype)
+    if p.get("whole_k"):  # one K step over whole rows: no pipeline to fill, the row's tile stays
+        bk = least_k = max(_min_k(dtype), next_pow2(k))
+        stages = 1
+        bm = min(bm, max(MIN_DOT_TILE, largest_pow2_at_most((64 * 256 if half else 32 * 256) // bk)))
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and stages > 1:
         stages -= 1
-    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > _min_k(dtype):
+    while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bk > least_k:
         bk //= 2
     while matmul_shared_bytes(p, bm, bn, bk, stages) > target.shared_bytes and bm > MIN_DOT_TILE:
         bm //= 2
@@ -245,6 +256,8 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
     configs = []
     for bm, bn, bk in shapes:
         bm, bk = clamp_pow2(m, 16, bm), clamp_pow2(k, _min_k(dtype), max(bk, _min_k(dtype)))
+        if problem.get("whole_k"):
+            bk = max(_min_k(dtype), next_pow2(k))
         if not problem["whole_rows"]:
             bn = clamp_pow2(n, 16, bn)
         tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
@@ -263,6 +276,9 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
             return f"{name} must be a power of two >= {least} (tl.dot), not {tiles[name]}"
     if tiles["GROUP_M"] < 1:
         return f"GROUP_M must be at least 1, not {tiles['GROUP_M']}"
+    if problem.get("whole_k") and tiles["BLOCK_K"] < problem["k"]:
+        return f"BLOCK_K must span all {problem['k']} contracted elements (the A loads normalize rows), " \
+               f"not {tiles['BLOCK_K']}"
     if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:
         return f"BLOCK_N must span all {problem['n']} columns (the epilogue normalizes rows), not {tiles['BLOCK_N']}"
     return None

@@ -49,6 +49,7 @@ from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
 
 ROW_NORMS = ops_with("row_norm")
+PICKS = ("gather", "slice")  # a dot's lhs rows read in place through these (mlcc/hlo/passes/a_prologue.py)
 CONTRACTIONS = ops_with("contraction")
 
 
@@ -88,6 +89,7 @@ class Operands:
     second: Second | None = None      # a second convolution summed (or otherwise combined) in the epilogue
     norm: Instruction | None = None   # a layer-norm or rms-norm of the dot's output rows, in the epilogue
     weight: Instruction | None = None  # the dot's rhs when computed in its B-tile loads (a weight prologue)
+    lhs_norm: Instruction | None = None  # a row norm the dot applies to its A tiles as it loads them
 
     @staticmethod
     def of(inst: Instruction, ranges: Ranges) -> Operands:
@@ -99,19 +101,28 @@ class Operands:
         found = heavy_ops(inst, CONTRACTIONS | ROW_NORMS)
         contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
+        lhs_norm = next((h for h in norms if h is _below_views(contractions[0].operands[0])), None) \
+            if contractions else None
+        norms = [h for h in norms if h is not lhs_norm]
         heavy, second = _output_fusion_heavies(inst, contractions, norms)
         weight = _computed_weight(heavy)
-        lhs = read_as_is(heavy.operands[0], inst)
+        if lhs_norm is None and heavy.opcode == "dot" and _below_views(heavy.operands[0]).opcode in PICKS:
+            lhs_norm = heavy.operands[0]  # rows gathered or sliced in place as the A tiles load
+        lhs = read_as_is(heavy.operands[0], inst) if lhs_norm is None else FusedOperand(-1, heavy.operands[0].shape)
         rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
         if second is not None:
             extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
+        if lhs_norm is not None and (extra is not None or norms or weight is not None):
+            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator, "
+                                   "epilogue norm or weight prologue")
         return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
-                        extra, norms[0] if norms else None, weight)
+                        extra, norms[0] if norms else None, weight, lhs_norm)
 
     def template_args(self) -> dict:
         params = ["in0", "in1", "out0"] if self.fusion is None else pointer_params(self.fusion)
-        return {"params": params + [f"sym_{s}" for s in self.symbols()], "lhs": self.lhs.ptr,
+        return {"params": params + [f"sym_{s}" for s in self.symbols()],
+                "lhs": self.lhs.ptr if self.lhs_norm is None else None,
                 "rhs": self.rhs.ptr if self.weight is None else None}
 
     def pointers(self) -> list[str]:
@@ -137,6 +148,57 @@ class Operands:
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
                                 self.ranges, bound)
         return section, ops * upper(self.out.numel_expr(), self.ranges)
+
+
+def _below_views(x: Instruction) -> Instruction:
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return x
+
+
+def _lhs_norm_section(io: Operands, k: int) -> dict | None:
+    """The row norm the dot applies to its A tiles (mlcc/hlo/passes/fusion.py's norm_prologue_chain): the
+    norm's input over a [BLOCK_M, BLOCK_K] tile that spans whole rows (lane_am the flat row, lane_ak the
+    column, mask_a the lanes in bounds), its scale and bias over the columns (mask_ka); the template
+    computes the row statistics and the normalized A tile from them, as row_norm.py.jinja would."""
+    norm = io.lhs_norm
+    if norm is None:
+        return None
+    fusion = io.fusion
+    if norm.opcode not in ROW_NORMS:
+        return _picked_rows_section(io)
+    rank = norm.shape.rank
+    if list(norm.attrs["dimensions"]) != [rank - 1] or int(norm.shape.dims[-1]) != k:
+        raise UnsupportedError(f"%{fusion.name}: the %{norm.name} ({norm.opcode}) in the dot's A loads must "
+                               f"normalize rows of the {k} contracted elements")
+    compute = "f32"
+    lanes = [Lanes("lane_am", tuple(range(rank - 1))), Lanes("lane_ak", (rank - 1,))]
+    em = TileEmitter(fusion, "p_", "BLOCK_M, BLOCK_K", kernel_dims(norm.shape), lanes, io.wide(), io.ranges)
+    em.section(norm.operands[0], mask="mask_a")
+    for param in norm.operands[1:]:
+        em.section(param, (em.coords[rank - 1],), mask="mask_ka")
+    x, *params = em.sections()
+    return {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": x, "scale": params[0],
+            "bias": params[1] if len(params) > 1 else None, "epsilon": float(norm.attrs["epsilon"]),
+            "compute_type": tl_type(compute), "sqrt": "tl.sqrt_rn", "a_type": tl_type(norm.shape.dtype),
+            "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
+
+
+def _picked_rows_section(io: Operands) -> dict:
+    """The dot's lhs over a [BLOCK_M, BLOCK_K] A tile when it is rows gathered or sliced from a fusion
+    parameter (lane_am the flat lhs free dims, lane_ak the contracting dim, mask_a the lanes in bounds)."""
+    dot, fusion = io.contraction, io.fusion
+    lc = list(dot.attrs["lhs_contracting_dims"])
+    lhs = dot.operands[0]
+    if dot.attrs["lhs_batch_dims"] or len(lc) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a dot reading its rows through a gather needs no batch dims and "
+                               "one contracting dim")
+    lf = [d for d in range(lhs.shape.rank) if d not in lc]
+    lanes = [Lanes("lane_am", tuple(lf)), Lanes("lane_ak", tuple(lc))]
+    em = TileEmitter(fusion, "p_", "BLOCK_M, BLOCK_K", kernel_dims(lhs.shape), lanes, io.wide(), io.ranges)
+    em.section(lhs, mask="mask_a")
+    (x,) = em.sections()
+    return {"op": "rows", "x": x, "a_type": tl_type(lhs.shape.dtype), "ops": em.ops}
 
 
 def _computed_weight(dot: Instruction) -> Instruction | None:
@@ -231,6 +293,8 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
         norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
 
     weight, weight_ops = _weight_section(io, rb, rf, rc)
+    a_norm = _lhs_norm_section(io, k)
+    whole_k = a_norm is not None and a_norm["op"] != "rows"
     weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
     # a second dot of the same lhs (a gated MLP's gate next to its up projection): its weights read at the
     # same offsets, into acc_1
@@ -238,20 +302,22 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
-                    **io.template_args(), weight=weight, weight_type=tl_type(rhs.dtype),
+                    **io.template_args(), weight=weight, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
                     **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
-                                    ranges=io.ranges, weight_prologue=weight is not None),
+                                    ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
-                                            ranges=io.ranges, weight_prologue=weight is not None),
+                                            ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k),
                   flops=(2 if rhs_1 is None else 4) * upper(batch, io.ranges) * upper(m, io.ranges)
-                  * upper(n, io.ranges) * upper(k, io.ranges) + fused_flops + weight_flops,
+                  * upper(n, io.ranges) * upper(k, io.ranges) + fused_flops + weight_flops
+                  + (a_norm["ops"] * upper(m, io.ranges) * upper(k, io.ranges) if a_norm else 0),
                   extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
-                                                   weight is not None)},
+                                                   weight is not None, whole_k)},
                   scalars=io.symbols(),
-                  body_ir=sections_ir(weight=weight, epilogue=fused))
+                  body_ir=sections_ir(weight=weight, epilogue=fused,
+                                      **({"a_norm": a_norm["x"]} if a_norm else {})))
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:

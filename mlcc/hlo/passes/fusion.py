@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
+from mlcc.hlo.passes.a_prologue import norm_below, norm_prologue_chain, picked_rows, picked_rows_chain
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
@@ -63,6 +64,7 @@ class Group:
     norm: Instruction | None = None             # a row norm in a dot's epilogue (the tile holds whole rows)
     prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
     shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
+    lhs_prologue: Instruction | None = None      # a row norm (or rows picked) the dot computes as it loads A tiles
     # Indexes over members, brought up to date as members are appended (a new or shorter list is reindexed):
     # the id of every member, and the values members read from outside in the order they first read them.
     _ids: set[int] = field(default_factory=set, repr=False, compare=False)
@@ -174,8 +176,9 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
         if inst.opcode == "convert" and src.opcode in LOOP_OPS and src.opcode != "constant" and len(src.users) == 1:
             return False  # its source exists only for it (a quantization's clamp): recomputing would store that
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
-    if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES:
-        return all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands)  # a few elements: recompute wherever needed
+    if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES \
+            and all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands):
+        return True  # a few elements: recompute wherever needed (a few rows of a big table: see _table_rows)
     return _from_indices(inst) or _table_rows(inst)
 
 
@@ -398,6 +401,12 @@ class Fusion(Pass):
                             group.cone.discard(id(p))
                             self._explain(p, inst, reason)
                         continue
+                    if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
+                            norm_below(p) is not None or picked_rows(p) is not None):
+                        reason = self._norm_prologue(group, p, owner, outputs)
+                        if reason is not None:
+                            self._explain(p, inst, f"not normalized in the dot's A-tile loads: {reason}")
+                        continue
                     if inst.opcode == "dot" and i == 1 and group.heavy is inst:
                         reason = self._weight_prologue(group, p, owner, outputs)
                         if reason is not None:
@@ -506,6 +515,8 @@ class Fusion(Pass):
         dot = group.heavy
         if group.kind != "output" or group.second is not None:
             return "the output tile already holds another contraction"
+        if group.lhs_prologue is not None:
+            return "the dot already computes its A tiles (one prologue per kernel)"
         cone, why = weight_prologue_cone(dot, p, self.ranges)
         if why is not None:
             return why
@@ -525,6 +536,37 @@ class Fusion(Pass):
                 owner[id(m)] = group
             else:  # a cheap one used elsewhere too is duplicated, not owned
                 group.shared.add(id(m))
+        return None
+
+    def _norm_prologue(self, group: Group, p: Instruction, owner: dict[int, Group],
+                       outputs: set[int]) -> str | None:
+        """Merge the row norm the dot's lhs p is a view of into the group, applied as the kernel loads its A
+        tiles, or say why not (see norm_prologue_chain); the norm's cheap operands (its scale and bias
+        broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
+        if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
+            return "the output tile already holds a second accumulator, a row norm or a weight prologue"
+        if _computed(group.heavy.operands[1]):  # a dequantized weight keeps its prologue (one per kernel)
+            return "the dot computes its weight in its B-tile loads"
+        chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
+        if why is not None:
+            return why
+        if any(id(m) in owner or id(m) in outputs for m in chain):
+            return "the norm is already fused elsewhere or is a model output"
+        trial = Group(group.root, group.kind, group.members + chain, group.heavy)
+        if len(_operands_outside(trial)) > MAX_PARAMETERS:
+            return f"the fusion would read more than {MAX_PARAMETERS} buffers"
+        norm = chain[-1]
+        for m in chain:
+            group.members.append(m)
+            owner[id(m)] = group
+        group.lhs_prologue = norm
+        for q in norm.operands[1:]:  # the norm's scale and bias, or the gather's indices
+            if q.opcode in NO_KERNEL and not (q.opcode == "constant" and "ref" not in q.attrs):
+                continue
+            if not group.contains(q) and _cheap(q, self.ranges):
+                reason = self._try_merge(group, q, owner, outputs)
+                if reason is not None:
+                    self._explain(q, norm, reason)
         return None
 
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:

@@ -26,25 +26,18 @@ EMBEDDING = """
 
 
 def test_the_embedding_lookup_runs_in_the_first_norm_and_the_residual_add():
-    # the rows are gathered twice (by the norm's kernel and by the projection's epilogue) and never stored:
-    # each consumer reads the same 256 bytes of the table a stored copy would have cost it
+    # the rows are gathered by the one kernel that normalizes them as the projection loads its A tiles and adds
+    # them to its result in the epilogue: the rows and the normalized rows are never stored
     check_rewrite(Fusion(), EMBEDDING, inputs=IDS, expected="""
       %fused_output.r {
         %param_0 = f32[8,16]{1,0} parameter(0)
         %param_1 = s64[1,4]{1,0} parameter(1)
-        %param_2 = f32[1,4,16]{2,1,0} parameter(2)
+        %param_2 = f32[16]{0} parameter(2)
         %param_3 = f32[16,16]{1,0} parameter(3)
         %rows = f32[1,4,16]{2,1,0} gather(%param_0, %param_1), axis=0
-        %d = f32[1,4,16]{2,1,0} dot(%param_2, %param_3), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+        %n = f32[1,4,16]{2,1,0} rms-norm(%rows, %param_2), dimensions={2}, epsilon=1e-06
+        %d = f32[1,4,16]{2,1,0} dot(%n, %param_3), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
         ROOT %r = f32[1,4,16]{2,1,0} add(%rows, %d)
-      }
-
-      %fused_input.n {
-        %param_0 = f32[8,16]{1,0} parameter(0)
-        %param_1 = s64[1,4]{1,0} parameter(1)
-        %param_2 = f32[16]{0} parameter(2)
-        %rows = f32[1,4,16]{2,1,0} gather(%param_0, %param_1), axis=0
-        ROOT %n = f32[1,4,16]{2,1,0} rms-norm(%rows, %param_2), dimensions={2}, epsilon=1e-06
       }
 
       ENTRY %main {
@@ -52,8 +45,7 @@ def test_the_embedding_lookup_runs_in_the_first_norm_and_the_residual_add():
         %table = f32[8,16]{1,0} parameter(1), name=table
         %g = f32[16]{0} parameter(2), name=g
         %w = f32[16,16]{1,0} parameter(3), name=w
-        %fusion.n = f32[1,4,16]{2,1,0} fusion(%table, %ids, %g), calls=%fused_input.n, kind=input
-        %fusion.r = f32[1,4,16]{2,1,0} fusion(%table, %ids, %fusion.n, %w), calls=%fused_output.r, kind=output
+        %fusion.r = f32[1,4,16]{2,1,0} fusion(%table, %ids, %g, %w), calls=%fused_output.r, kind=output
         ROOT %t = (f32[1,4,16]{2,1,0}) tuple(%fusion.r)
       }""", rtol=1e-5, atol=1e-5)
 
