@@ -54,6 +54,9 @@ def _matches(got: np.ndarray, want: np.ndarray, name: str) -> bool:
         rtol, atol = (1e-2, 1e-2) if half else (1e-3, 1e-4) if name in ROUNDED_REFERENCE else (1e-4, 1e-5)
         return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                                 equal_nan=True))
+    if want.dtype.kind == "V" and want.dtype.name.startswith("float"):  # ml_dtypes' fp8/fp4: exact, NaN == NaN
+        return got.dtype == want.dtype and bool(np.array_equal(got.astype(np.float32), want.astype(np.float32),
+                                                               equal_nan=True))
     return bool(np.array_equal(got, want))
 
 
