@@ -67,3 +67,27 @@ def import_scatter_nd(b: Builder, node: OnnxNode) -> list[Result]:
         raise node.error(f"unknown reduction '{reduction}'")
     _check_nd_indices(node, 0)
     return [b.op("scatter-nd", [node.input(0), node.input(1), node.input(2)], reduction=reduction)]
+
+
+@onnx_op("ArrayFeatureExtractor", since=1, domain="ai.onnx.ml")
+def import_array_feature_extractor(b: Builder, node: OnnxNode) -> list[Result]:
+    """The columns ``indices`` (flattened) of x's last axis; a 1-D x is read as one row [1, n]."""
+    x = node.input(0)
+    if x.shape.rank == 0:
+        raise node.error("the input is a scalar")
+    if x.shape.rank == 1:
+        x = b.reshape(x, (1,) + tuple(x.shape.dims))
+    indices = node.input(1)
+    if indices.shape.rank != 1:
+        indices = b.reshape(indices, (_count(node),))
+    _check_known_indices(node, node.value(1), [x.shape.dims[-1]], "index")
+    return [b.op("gather", [x, indices], axis=x.shape.rank - 1)]
+
+
+def _count(node: OnnxNode) -> int:
+    n = 1
+    for d in node.dims(1):
+        if not isinstance(d, int):
+            raise node.unsupported(f"indices of dims {list(node.dims(1))} (static dims are needed)")
+        n *= d
+    return n

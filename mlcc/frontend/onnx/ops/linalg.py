@@ -113,8 +113,6 @@ def _parse_einsum(node: OnnxNode, equation: str, ranks: list[int]) -> tuple[list
     for t, r in zip(parsed, ranks):
         if len(t) != r:
             raise node.error(f"einsum term {''.join(t)!r} does not match an input of rank {r}")
-        if len(set(t)) != len(t):
-            raise node.unsupported(f"repeated labels (diagonals) in '{equation}'")
     if arrow:
         result = labels(out, None)
     else:
@@ -125,6 +123,24 @@ def _parse_einsum(node: OnnxNode, equation: str, ranks: list[int]) -> tuple[list
         ell = [str(i) for i in range(n_ell)]
         result = ell + sorted(l for l, c in counts.items() if c == 1 and not l.isdigit())
     return parsed, result
+
+
+def _diagonals(b: Builder, node: OnnxNode, x: Instruction, labels: list[str]) -> tuple[Instruction, list[str]]:
+    """x with each label that repeats in its term taken once: the diagonal over the repeated dims (the
+    elements off it masked to 0 and summed away, which adds only zeros)."""
+    while len(set(labels)) != len(labels):
+        first = next(i for i, l in enumerate(labels) if labels.index(l) != i)
+        p, q = labels.index(labels[first]), first
+        n = x.shape.dims[p]
+        if x.shape.dims[q] != n:
+            raise node.error(f"label '{labels[p]}' has sizes {n} and {x.shape.dims[q]}")
+        if not isinstance(n, int):
+            raise node.unsupported(f"a diagonal over the symbolic dim {n}")
+        mask = broadcast_in_dims(b, b.constant(np.eye(n, dtype=bool)), x.shape.dims, [p, q])
+        x = b.op("select", [mask, x, full(b, 0, x.shape.dtype, x.shape.dims)])
+        x = b.op("reduce", [x], dimensions=(q,), kind="add")
+        labels = labels[:q] + labels[q + 1:]
+    return x, labels
 
 
 def _sum_out(b: Builder, x: Instruction, labels: list[str], keep: set[str]) -> tuple[Instruction, list[str]]:
@@ -139,6 +155,8 @@ def _sum_out(b: Builder, x: Instruction, labels: list[str], keep: set[str]) -> t
 def import_einsum(b: Builder, node: OnnxNode) -> list[Result]:
     xs = node.inputs()
     terms, out = _parse_einsum(node, node.attr("equation"), [x.shape.rank for x in xs])
+    for i, (x, t) in enumerate(zip(xs, terms)):
+        xs[i], terms[i] = _diagonals(b, node, x, t)
     sizes: dict[str, Dim] = {}
     for x, t in zip(xs, terms):
         for label, d in zip(t, x.shape.dims):

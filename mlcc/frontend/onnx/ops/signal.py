@@ -7,7 +7,9 @@ import numpy as np
 
 from mlcc.frontend.onnx.ops.helpers import require_float, static_dims
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
+from mlcc.frontend.onnx.types import ir_dtype, onnx_type_name
 from mlcc.hlo.builder import Builder
+from mlcc.hlo.dtypes import numpy_dtype
 
 MAX_DFT_MATRIX_ELEMENTS = 1 << 24
 
@@ -77,3 +79,38 @@ def import_dft(b: Builder, node: OnnxNode) -> list[Result]:
     y = b.convert(b.reshape(y, (*lead, bins, out_parts)), x.shape.dtype)
     inverse_perm = [perm.index(d) for d in range(rank)]
     return [b.transpose(y, inverse_perm)]
+
+
+@onnx_op("MelWeightMatrix", since=17)
+def import_mel_weight_matrix(b: Builder, node: OnnxNode) -> list[Result]:
+    """[dft_length // 2 + 1, num_mel_bins] triangular filters, computed at import time as the ONNX
+    reference computes them (in the inputs' own types: the bin edges are truncated to integers)."""
+    num_mel_bins = int(node.ints(0, "num_mel_bins")[0])
+    dft_length = int(node.ints(1, "dft_length")[0])
+    sample_rate = node.const(2, "sample_rate").reshape(())
+    lower = node.const(3, "lower_edge_hertz").reshape(())
+    upper = node.const(4, "upper_edge_hertz").reshape(())
+    dtype = ir_dtype(node.attr("output_datatype", 1))
+    if dtype is None:
+        raise node.unsupported(f"output_datatype {onnx_type_name(node.attr('output_datatype'))}")
+    if num_mel_bins < 1 or dft_length < 1 or int(sample_rate) <= 0:
+        raise node.error(f"num_mel_bins {num_mel_bins}, dft_length {dft_length} and sample_rate "
+                         f"{int(sample_rate)} must be positive")
+    low_mel = 2595 * np.log1p(lower / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(upper / 700) / np.log(10)
+    edges = np.arange(0, num_mel_bins + 2)
+    edges = edges * ((high_mel - low_mel) / edges.shape[0]) + low_mel
+    edges = (((dft_length + 1) * (700 * np.expm1(edges / 2595 * np.log(10)))) // sample_rate).astype(int)
+    bins = dft_length // 2 + 1
+    if edges.min() < 0 or edges[1:-1].max() >= bins:
+        raise node.error(f"the filter edges {edges.tolist()} fall outside the {bins} spectrogram bins")
+    out = np.zeros((bins, num_mel_bins))
+    for i in range(num_mel_bins):
+        left, center, right = (int(v) for v in edges[i:i + 3])
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left:center + 1, i] = (np.arange(left, center + 1) - left) / (center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / (right - center)
+    return [out.astype(numpy_dtype(dtype))]
