@@ -1,12 +1,15 @@
-"""Matrix products: MatMul (numpy matmul semantics), Gemm, Einsum -> dot, transpose, reduce."""
+"""Matrix products: MatMul (numpy matmul semantics), Gemm, Einsum -> dot, transpose, reduce; Det."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, scalar_op, uniform_value
+from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_float, scalar_op, uniform_value
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
+from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction
 
 
@@ -185,3 +188,46 @@ def import_einsum(b: Builder, node: OnnxNode) -> list[Result]:
     if missing:
         raise node.error(f"output labels {missing} appear in no input")
     return [b.transpose(acc, [acc_labels.index(l) for l in out])]
+
+
+MAX_DET_SIZE = 6  # Leibniz's sum has n! terms
+
+
+@onnx_op("Det", since=11)
+def import_det(b: Builder, node: OnnxNode) -> list[Result]:
+    """The determinant of each [n, n] matrix by Leibniz's formula: the sum over the permutations p of
+    sign(p) * prod_i x[i, p(i)], as one gather of the n! products' factors, a product and a signed sum
+    (exact up to rounding for the small n it allows)."""
+    x = node.input(0)
+    require_float(node, x)
+    if x.shape.rank < 2:
+        raise node.error(f"the input must have rank >= 2, has {x.shape.rank}")
+    n, m = x.shape.dims[-2:]
+    if n != m:
+        raise node.error(f"the matrices are {n}x{m}, not square")
+    if not isinstance(n, int) or n > MAX_DET_SIZE:
+        raise node.unsupported(f"determinants of {n}x{n} matrices (at most {MAX_DET_SIZE}x{MAX_DET_SIZE})")
+    lead = tuple(x.shape.dims[:-2])
+    if n == 0:
+        return [full(b, 1, x.shape.dtype, lead)]
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n)
+    signs = np.array([_parity(p) for p in perms], dtype=numpy_dtype(x.shape.dtype))
+    flat = b.reshape(x, lead + (n * n,))
+    factors = b.op("gather", [flat, b.constant(np.arange(n) * n + perms)], axis=len(lead))  # [..., n!, n]
+    terms = b.op("reduce", [factors], dimensions=(len(lead) + 1,), kind="multiply")
+    signed = b.op("multiply", [terms, broadcast_in_dims(b, b.constant(signs), terms.shape.dims, [len(lead)])])
+    return [b.op("reduce", [signed], dimensions=(len(lead),), kind="add")]
+
+
+def _parity(perm: np.ndarray) -> int:
+    """+1 for an even permutation, -1 for an odd one."""
+    seen, sign = set(), 1
+    for start in range(len(perm)):
+        length, j = 0, start
+        while j not in seen:
+            seen.add(j)
+            j = int(perm[j])
+            length += 1
+        if length and length % 2 == 0:
+            sign = -sign
+    return sign
