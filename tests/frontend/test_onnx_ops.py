@@ -424,6 +424,13 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
     Case("Col2Im", "Col2Im", [r(2, 6, 12), K(i64(4, 5)), K(i64(1, 3))]),
     Case("Col2Im-strided", "Col2Im", [r(1, 8, 9), K(i64(5, 6)), K(i64(2, 2))],
          {"strides": [2, 2], "dilations": [1, 2], "pads": [1, 0, 0, 1]}),
+    Case("GridSample", "GridSample", [IMG, r(1, 3, 6, 2, lo=-1.2, hi=1.2)], opset=16),
+    Case("GridSample-nearest-border", "GridSample", [IMG, r(1, 3, 6, 2, lo=-1.5, hi=1.5)],
+         {"mode": "nearest", "padding_mode": "border"}, opset=16),
+    Case("GridSample-bicubic-reflection", "GridSample", [IMG, r(1, 3, 6, 2, lo=-2.5, hi=2.5)],
+         {"mode": "bicubic", "padding_mode": "reflection", "align_corners": 1}, opset=16),
+    Case("GridSample-linear-3d", "GridSample", [r(2, 2, 3, 4, 5), r(2, 2, 3, 2, 3, lo=-1.2, hi=1.2)],
+         {"mode": "linear", "padding_mode": "zeros"}, opset=20),
     Case("MaxPool-indices-1d-ceil", "MaxPool", [r(1, 3, 8)], {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
          outputs=2),
 ]

@@ -8,6 +8,7 @@ from mlcc.frontend.onnx.ops import attention  # noqa: F401
 from mlcc.frontend.onnx.ops import control  # noqa: F401
 from mlcc.frontend.onnx.ops import conv  # noqa: F401
 from mlcc.frontend.onnx.ops import elementwise  # noqa: F401
+from mlcc.frontend.onnx.ops import grid_sample  # noqa: F401
 from mlcc.frontend.onnx.ops import indexing  # noqa: F401
 from mlcc.frontend.onnx.ops import linalg  # noqa: F401
 from mlcc.frontend.onnx.ops import loss  # noqa: F401
