@@ -22,6 +22,7 @@ from mlcc.frontend.onnx.ops import reduce  # noqa: F401
 from mlcc.frontend.onnx.ops import resize  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
 from mlcc.frontend.onnx.ops import signal  # noqa: F401
+from mlcc.frontend.onnx.ops import training  # noqa: F401
 from mlcc.frontend.onnx.ops import unpool  # noqa: F401
 from mlcc.frontend.onnx.errors import (FrontendError, InvalidModelError, ModelNotFoundError, UnsupportedFeatureError,
                                        UnsupportedOpError)
