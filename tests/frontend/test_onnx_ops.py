@@ -431,6 +431,9 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
          {"mode": "bicubic", "padding_mode": "reflection", "align_corners": 1}, opset=16),
     Case("GridSample-linear-3d", "GridSample", [r(2, 2, 3, 4, 5), r(2, 2, 3, 2, 3, lo=-1.2, hi=1.2)],
          {"mode": "linear", "padding_mode": "zeros"}, opset=20),
+    Case("STFT", "STFT", [r(2, 40, 1), K(np.int64(6)), r(8)], opset=17),
+    Case("STFT-length", "STFT", [r(1, 40, 1), K(np.int64(4)), None, K(np.int64(16))], opset=17),
+    Case("STFT-complex", "STFT", [r(1, 20, 2), K(np.int64(5)), None, K(np.int64(8))], {"onesided": 0}, opset=17),
     Case("MaxPool-indices-1d-ceil", "MaxPool", [r(1, 3, 8)], {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
          outputs=2),
 ]
