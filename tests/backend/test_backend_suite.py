@@ -186,6 +186,7 @@ SUBSET = {
     "test_maxpool_with_argmax_2d_precomputed_strides": "maxpool",
     "test_einsum_batch_diagonal": "einsum",
     "test_det_nd": "det",
+    "test_tensorscatter_circular": "tensorscatter",
     "test_stft_with_window": "stft",
     "test_adam_multiple": "adam",
     "test_nesterov_momentum": "momentum",

@@ -434,6 +434,10 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
     Case("STFT", "STFT", [r(2, 40, 1), K(np.int64(6)), r(8)], opset=17),
     Case("STFT-length", "STFT", [r(1, 40, 1), K(np.int64(4)), None, K(np.int64(16))], opset=17),
     Case("STFT-complex", "STFT", [r(1, 20, 2), K(np.int64(5)), None, K(np.int64(8))], {"onesided": 0}, opset=17),
+    Case("TensorScatter", "TensorScatter", [r(2, 3, 6, 4), r(2, 3, 2, 4), i64(1, 4)], opset=24),
+    Case("TensorScatter-circular", "TensorScatter", [r(3, 5, 2), r(3, 3, 2), i64(0, 3, 4)],
+         {"mode": "circular", "axis": 1}, opset=24),
+    Case("TensorScatter-no-indices", "TensorScatter", [r(2, 4, 3), r(2, 2, 3)], opset=24),
     Case("MaxPool-indices-1d-ceil", "MaxPool", [r(1, 3, 8)], {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
          outputs=2),
 ]
