@@ -186,6 +186,7 @@ SUBSET = {
     "test_maxpool_with_argmax_2d_precomputed_strides": "maxpool",
     "test_einsum_batch_diagonal": "einsum",
     "test_det_nd": "det",
+    "test_roialign_mode_max": "roialign",
     "test_tensorscatter_circular": "tensorscatter",
     "test_stft_with_window": "stft",
     "test_adam_multiple": "adam",
@@ -295,7 +296,8 @@ def test_values_computed_inside_if_branches_are_traced_to_graph_inputs() -> None
                                    [s("y_else", onnx.TensorProto.FLOAT, [None, None])])
     graph = onnx.helper.make_graph(
         [onnx.helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)], "g",
-        [s("c", onnx.TensorProto.BOOL, []), s("x", onnx.TensorProto.FLOAT, [2, 6]), s("n", onnx.TensorProto.INT64, [1])],
+        [s("c", onnx.TensorProto.BOOL, []), s("x", onnx.TensorProto.FLOAT, [2, 6]),
+         s("n", onnx.TensorProto.INT64, [1])],
         [s("y", onnx.TensorProto.FLOAT, [None, None])])
     rep = mlcc.backend.prepare(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]))
     data = np.arange(12, dtype=np.float32).reshape(2, 6)

@@ -119,7 +119,8 @@ Q, KEY, V = r(2, 4, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 3)
 # a Scan body: state + x is both the next state and the scan output
 SUM_BODY = helper.make_graph(
     [helper.make_node("Add", ["s", "x"], ["s_next"]), helper.make_node("Identity", ["s_next"], ["out"])], "sum",
-    [helper.make_tensor_value_info("s", TensorProto.FLOAT, [3]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+    [helper.make_tensor_value_info("s", TensorProto.FLOAT, [3]),
+     helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
     [helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [3]),
      helper.make_tensor_value_info("out", TensorProto.FLOAT, [3])])
 
@@ -399,7 +400,8 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
     Case("ArrayFeatureExtractor-1d", "ArrayFeatureExtractor", [r(5), i64(4, 1)], domain="ai.onnx.ml", opset=1),
     Case("MelWeightMatrix", "MelWeightMatrix", [K(np.int32(8)), K(np.int32(16)), K(np.int32(8192)),
                                                 K(np.float32(0)), K(np.float32(4096))], opset=17),
-    Case("MelWeightMatrix-f64", "MelWeightMatrix", [K(np.int64(5)), K(np.int64(32)), K(np.int64(16000)), K(np.float32(300)),
+    Case("MelWeightMatrix-f64", "MelWeightMatrix", [K(np.int64(5)), K(np.int64(32)), K(np.int64(16000)),
+                                                    K(np.float32(300)),
                                                     K(np.float32(6000))], {"output_datatype": 11}, opset=17),
     Case("Einsum-diagonal", "Einsum", [r(2, 4, 4)], {"equation": "bii->bi"}),
     Case("Einsum-trace", "Einsum", [r(4, 4)], {"equation": "ii->"}),
@@ -417,7 +419,8 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
     Case("Det", "Det", [r(3, 3)]),
     Case("Det-batched", "Det", [r(2, 3, 4, 4)]),
     Case("Det-singular", "Det", [np.float32([[1, 2], [2, 4]])]),
-    Case("MaxUnpool", "MaxUnpool", [r(1, 2, 2, 3), i64(1, 6, 10, 14, 19, 22, 25, 28, 36, 38, 40, 46).reshape(1, 2, 2, 3)],
+    Case("MaxUnpool", "MaxUnpool", [r(1, 2, 2, 3),
+                                    i64(1, 6, 10, 14, 19, 22, 25, 28, 36, 38, 40, 46).reshape(1, 2, 2, 3)],
          {"kernel_shape": [2, 2], "strides": [2, 2]}),
     Case("MaxUnpool-pads", "MaxUnpool", [r(1, 1, 3), i64(0, 3, 4).reshape(1, 1, 3)],
          {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
@@ -438,6 +441,12 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
     Case("TensorScatter-circular", "TensorScatter", [r(3, 5, 2), r(3, 3, 2), i64(0, 3, 4)],
          {"mode": "circular", "axis": 1}, opset=24),
     Case("TensorScatter-no-indices", "TensorScatter", [r(2, 4, 3), r(2, 2, 3)], opset=24),
+    Case("RoiAlign", "RoiAlign", [r(2, 3, 8, 9), np.float32([[0, 0, 5, 6], [1.5, 2.2, 7.9, 7.1], [-2, 3, 12, 4]]),
+                                  i64(1, 0, 1)], {"output_height": 3, "output_width": 4, "sampling_ratio": 2,
+                                                  "spatial_scale": 0.9}, opset=16),
+    Case("RoiAlign-max", "RoiAlign", [r(1, 2, 6, 6), np.float32([[0.3, 0.4, 4.5, 3.2], [2, 2, 2.5, 2.2]]), i64(0, 0)],
+         {"mode": "max", "output_height": 2, "output_width": 2, "sampling_ratio": 3,
+          "coordinate_transformation_mode": "output_half_pixel"}, opset=16),
     Case("MaxPool-indices-1d-ceil", "MaxPool", [r(1, 3, 8)], {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
          outputs=2),
 ]

@@ -47,8 +47,8 @@ class _Coords:
         dx = self.where(below, self.op("subtract", lo, x), self.op("subtract", x, hi))
         turns = self.op("floor", self.op("divide", dx, span))
         r = self.op("subtract", dx, self.op("multiply", turns, span))
-        even = self.cmp(self.op("subtract", turns, self.op("multiply", self.op("floor", self.op("multiply", turns, 0.5)),
-                                                             2.0)), 0.0, "EQ")
+        halves = self.op("floor", self.op("multiply", turns, 0.5))
+        even = self.cmp(self.op("subtract", turns, self.op("multiply", halves, 2.0)), 0.0, "EQ")
         from_lo, from_hi = self.op("add", r, lo), self.op("subtract", hi, r)
         inside = self.where(below, self.where(even, from_lo, from_hi), self.where(even, from_hi, from_lo))
         return self.where(self.op("or", below, above), inside, x)
