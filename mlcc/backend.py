@@ -52,9 +52,13 @@ def _needed_input(error: MlccError) -> str | None:
 def _inputs_feeding(graph: onnx.GraphProto, name: str) -> list[str]:
     """The graph inputs that value ``name`` of the graph is computed from, in graph input order.
 
-    The data inputs of Shape and Size do not count: their results depend on static dims only.
+    Values computed inside an If, Loop or Scan's branches count too (the importer names them when they
+    must be known): such a value is computed from its node's inputs, and a node in a branch also reads
+    the outer values its subgraph uses by name. The data inputs of Shape and Size do not count: their
+    results depend on static dims only.
     """
-    producer = {out: node for node in graph.node for out in node.output if out}
+    producer: dict[str, tuple[onnx.NodeProto, list[str]]] = {}
+    _index_producers(graph, producer)
     seen: set[str] = set()
     todo = [name]
     while todo:
@@ -62,10 +66,29 @@ def _inputs_feeding(graph: onnx.GraphProto, name: str) -> list[str]:
         if value in seen:
             continue
         seen.add(value)
-        node = producer.get(value)
-        if node is not None and node.op_type not in SHAPE_ONLY:
-            todo.extend(x for x in node.input if x)
+        found = producer.get(value)
+        if found is not None and found[0].op_type not in SHAPE_ONLY:
+            todo.extend(found[1])
     return [vi.name for vi in graph.input if vi.name in seen]
+
+
+def _index_producers(graph: onnx.GraphProto, producer: dict[str, tuple[onnx.NodeProto, list[str]]]) -> set[str]:
+    """Map each value computed in ``graph`` (and its subgraphs) to its node and the values that node reads;
+    return the names ``graph`` reads without defining them (what a subgraph captures from outside)."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    read: set[str] = set()
+    for node in graph.node:
+        reads = [x for x in node.input if x]
+        for attr in node.attribute:
+            subgraphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subgraphs:
+                reads.extend(sorted(_index_producers(sub, producer)))
+        for out in node.output:
+            if out:
+                producer[out] = (node, reads)
+        read.update(reads)
+        defined.update(x for x in node.output if x)
+    return read - defined
 
 
 def _empty_inputs(graph: onnx.GraphProto, names: Sequence[str]) -> dict[str, np.ndarray]:

@@ -131,8 +131,8 @@ ONNX_NOT_IMPORTED = {
            "RandomUniform", "RandomUniformLike"),
     **_all("result size depends on the data: no HLO op", "NonZero", "NonMaxSuppression", "Unique"),
     **_all("image decoding: not a tensor computation", "ImageDecoder"),
-    **_all(_NOT_YET, "CausalConvWithState", "Col2Im", "DeformConv", "Det", "GlobalLpPool", "GridSample",
-           "MaxRoiPool", "MaxUnpool", "MelWeightMatrix", "RoiAlign", "STFT", "TensorScatter"),
+    **_all(_NOT_YET, "CausalConvWithState", "DeformConv", "GlobalLpPool",
+           "MaxRoiPool"),
 }
 
 

@@ -50,15 +50,18 @@ class Case:
     attrs: dict[str, Any] = field(default_factory=dict)
     opset: int = 18
     outputs: int = 1
+    domain: str = ""            # the op's domain ("ai.onnx.ml", ...); its opset is ``opset``, the default domain's 18
 
 
 def build_model(nodes: list[onnx.NodeProto], feeds: dict[str, np.ndarray], consts: dict[str, np.ndarray],
-                outputs: list[str], opset: int) -> onnx.ModelProto:
+                outputs: list[str], opset: int, domain: str = "") -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
               for n, a in feeds.items()]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()]
     graph = helper.make_graph(nodes, "test", inputs, [helper.make_empty_tensor_value_info(o) for o in outputs], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    opsets = [helper.make_opsetid("", opset)] if not domain else [helper.make_opsetid("", 18),
+                                                                   helper.make_opsetid(domain, opset)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
     for out, value in zip(model.graph.output, run_ort(model, feeds).values()):  # declare what onnxruntime gives
         out.CopyFrom(helper.make_tensor_value_info(out.name, helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
     return model
@@ -99,8 +102,8 @@ def check_case(case: Case) -> Module:
     while names and names[-1] == "":
         names.pop()
     outputs = [f"y{j}" for j in range(case.outputs)]
-    node = helper.make_node(case.op, names, outputs, name=f"{case.op}_node", **case.attrs)
-    model = build_model([node], feeds, consts, outputs, case.opset)
+    node = helper.make_node(case.op, names, outputs, name=f"{case.op}_node", domain=case.domain, **case.attrs)
+    model = build_model([node], feeds, consts, outputs, case.opset, case.domain)
     want = run_ort(model, feeds)
     module = import_onnx(model)
     verify_module(module)
@@ -113,6 +116,13 @@ POS = r(2, 3, 4, lo=0.1, hi=3.0)
 UNIT = r(2, 3, 4, lo=-0.9, hi=0.9)
 IMG = r(1, 2, 4, 5)
 Q, KEY, V = r(2, 4, 5, 8), r(2, 2, 6, 8), r(2, 2, 6, 3)
+# a Scan body: state + x is both the next state and the scan output
+SUM_BODY = helper.make_graph(
+    [helper.make_node("Add", ["s", "x"], ["s_next"]), helper.make_node("Identity", ["s_next"], ["out"])], "sum",
+    [helper.make_tensor_value_info("s", TensorProto.FLOAT, [3]),
+     helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+    [helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [3]),
+     helper.make_tensor_value_info("out", TensorProto.FLOAT, [3])])
 
 UNARY = ["Abs", "Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh",
          "Floor", "Ceil", "Sign", "Reciprocal", "Relu", "Softplus", "Softsign"]
@@ -378,6 +388,67 @@ CASES: list[Case] = [Case(op, op, [X]) for op in UNARY] + [
          {"interleaved": 1}, opset=23),
     Case("Rotary-3d-partial", "RotaryEmbedding", [r(2, 5, 24), r(2, 5, 2), r(2, 5, 2)],
          {"num_heads": 3, "rotary_embedding_dim": 4}, opset=23),
+    Case("Upsample-nearest", "Upsample", [IMG, K(np.float32([1, 1, 2, 3]))], {"mode": "nearest"}, opset=9),
+    Case("Upsample-nearest-frac", "Upsample", [IMG, K(np.float32([1, 1, 1.5, 2.5]))], opset=9),
+    Case("Upsample-linear", "Upsample", [IMG, K(np.float32([1, 1, 2, 1.5]))], {"mode": "linear"}, opset=9),
+    Case("Upsample-7", "Upsample", [IMG], {"scales": [1.0, 1.0, 3.0, 2.0]}, opset=7),
+    Case("Scan-8", "Scan", [None, r(2, 3), r(2, 4, 3)], {"num_scan_inputs": 1, "body": SUM_BODY}, opset=8,
+         outputs=2),
+    Case("Scan-8-reverse", "Scan", [None, r(1, 3), r(1, 5, 3)],
+         {"num_scan_inputs": 1, "body": SUM_BODY, "directions": [1]}, opset=8, outputs=2),
+    Case("ArrayFeatureExtractor", "ArrayFeatureExtractor", [X, i64(3, 0, 3)], domain="ai.onnx.ml", opset=1),
+    Case("ArrayFeatureExtractor-1d", "ArrayFeatureExtractor", [r(5), i64(4, 1)], domain="ai.onnx.ml", opset=1),
+    Case("MelWeightMatrix", "MelWeightMatrix", [K(np.int32(8)), K(np.int32(16)), K(np.int32(8192)),
+                                                K(np.float32(0)), K(np.float32(4096))], opset=17),
+    Case("MelWeightMatrix-f64", "MelWeightMatrix", [K(np.int64(5)), K(np.int64(32)), K(np.int64(16000)),
+                                                    K(np.float32(300)),
+                                                    K(np.float32(6000))], {"output_datatype": 11}, opset=17),
+    Case("Einsum-diagonal", "Einsum", [r(2, 4, 4)], {"equation": "bii->bi"}),
+    Case("Einsum-trace", "Einsum", [r(4, 4)], {"equation": "ii->"}),
+    Case("Einsum-diagonal-implicit", "Einsum", [r(3, 3, 2), r(2, 5)], {"equation": "iij,jk"}),
+    Case("BatchNorm-training", "BatchNormalization", [r(2, 3, 4, 5), r(3), r(3), r(3), r(3, lo=0.5, hi=2)],
+         {"training_mode": 1, "momentum": 0.8, "epsilon": 1e-3}, opset=15, outputs=3),
+    Case("BatchNorm-training-2d", "BatchNormalization", [r(4, 3), r(3), r(3), r(3), r(3, lo=0.5, hi=2)],
+         {"training_mode": 1}, opset=15, outputs=3),
+    Case("MaxPool-indices", "MaxPool", [r(1, 2, 5, 5)], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                                         "strides": [2, 2]}, outputs=2),
+    Case("MaxPool-indices-ties", "MaxPool", [ri(2, 2, 4, 6, lo=0, hi=3).astype(np.float32)],
+         {"kernel_shape": [2, 3], "strides": [1, 2]}, outputs=2),
+    Case("MaxPool-indices-column-major", "MaxPool", [r(2, 1, 4, 5)], {"kernel_shape": [2, 2], "strides": [2, 2],
+                                                                      "storage_order": 1}, outputs=2),
+    Case("Det", "Det", [r(3, 3)]),
+    Case("Det-batched", "Det", [r(2, 3, 4, 4)]),
+    Case("Det-singular", "Det", [np.float32([[1, 2], [2, 4]])]),
+    Case("MaxUnpool", "MaxUnpool", [r(1, 2, 2, 3),
+                                    i64(1, 6, 10, 14, 19, 22, 25, 28, 36, 38, 40, 46).reshape(1, 2, 2, 3)],
+         {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    Case("MaxUnpool-pads", "MaxUnpool", [r(1, 1, 3), i64(0, 3, 4).reshape(1, 1, 3)],
+         {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    Case("Col2Im", "Col2Im", [r(2, 6, 12), K(i64(4, 5)), K(i64(1, 3))]),
+    Case("Col2Im-strided", "Col2Im", [r(1, 8, 9), K(i64(5, 6)), K(i64(2, 2))],
+         {"strides": [2, 2], "dilations": [1, 2], "pads": [1, 0, 0, 1]}),
+    Case("GridSample", "GridSample", [IMG, r(1, 3, 6, 2, lo=-1.2, hi=1.2)], opset=16),
+    Case("GridSample-nearest-border", "GridSample", [IMG, r(1, 3, 6, 2, lo=-1.5, hi=1.5)],
+         {"mode": "nearest", "padding_mode": "border"}, opset=16),
+    Case("GridSample-bicubic-reflection", "GridSample", [IMG, r(1, 3, 6, 2, lo=-2.5, hi=2.5)],
+         {"mode": "bicubic", "padding_mode": "reflection", "align_corners": 1}, opset=16),
+    Case("GridSample-linear-3d", "GridSample", [r(2, 2, 3, 4, 5), r(2, 2, 3, 2, 3, lo=-1.2, hi=1.2)],
+         {"mode": "linear", "padding_mode": "zeros"}, opset=20),
+    Case("STFT", "STFT", [r(2, 40, 1), K(np.int64(6)), r(8)], opset=17),
+    Case("STFT-length", "STFT", [r(1, 40, 1), K(np.int64(4)), None, K(np.int64(16))], opset=17),
+    Case("STFT-complex", "STFT", [r(1, 20, 2), K(np.int64(5)), None, K(np.int64(8))], {"onesided": 0}, opset=17),
+    Case("TensorScatter", "TensorScatter", [r(2, 3, 6, 4), r(2, 3, 2, 4), i64(1, 4)], opset=24),
+    Case("TensorScatter-circular", "TensorScatter", [r(3, 5, 2), r(3, 3, 2), i64(0, 3, 4)],
+         {"mode": "circular", "axis": 1}, opset=24),
+    Case("TensorScatter-no-indices", "TensorScatter", [r(2, 4, 3), r(2, 2, 3)], opset=24),
+    Case("RoiAlign", "RoiAlign", [r(2, 3, 8, 9), np.float32([[0, 0, 5, 6], [1.5, 2.2, 7.9, 7.1], [-2, 3, 12, 4]]),
+                                  i64(1, 0, 1)], {"output_height": 3, "output_width": 4, "sampling_ratio": 2,
+                                                  "spatial_scale": 0.9}, opset=16),
+    Case("RoiAlign-max", "RoiAlign", [r(1, 2, 6, 6), np.float32([[0.3, 0.4, 4.5, 3.2], [2, 2, 2.5, 2.2]]), i64(0, 0)],
+         {"mode": "max", "output_height": 2, "output_width": 2, "sampling_ratio": 3,
+          "coordinate_transformation_mode": "output_half_pixel"}, opset=16),
+    Case("MaxPool-indices-1d-ceil", "MaxPool", [r(1, 3, 8)], {"kernel_shape": [3], "strides": [2], "ceil_mode": 1},
+         outputs=2),
 ]
 
 
@@ -395,6 +466,6 @@ FOLDABLE = [c for c in CASES if (c.op not in ("Dropout",) or c.outputs == 1) and
 def test_op_on_known_inputs_folds_like_onnxruntime(case: Case) -> None:
     """Every input an initializer: small results are computed at import time and leave only constants."""
     known = Case(case.id, case.op, [K(x) if isinstance(x, np.ndarray) else x for x in case.inputs], case.attrs,
-                 case.opset, case.outputs)
+                 case.opset, case.outputs, case.domain)
     module = check_case(known)
     assert {i.opcode for i in module.entry.instructions} <= {"constant", "tuple"}

@@ -8,6 +8,7 @@ from mlcc.frontend.onnx.ops import attention  # noqa: F401
 from mlcc.frontend.onnx.ops import control  # noqa: F401
 from mlcc.frontend.onnx.ops import conv  # noqa: F401
 from mlcc.frontend.onnx.ops import elementwise  # noqa: F401
+from mlcc.frontend.onnx.ops import grid_sample  # noqa: F401
 from mlcc.frontend.onnx.ops import indexing  # noqa: F401
 from mlcc.frontend.onnx.ops import linalg  # noqa: F401
 from mlcc.frontend.onnx.ops import loss  # noqa: F401
@@ -19,8 +20,11 @@ from mlcc.frontend.onnx.ops import quantize  # noqa: F401
 from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
 from mlcc.frontend.onnx.ops import reduce  # noqa: F401
 from mlcc.frontend.onnx.ops import resize  # noqa: F401
+from mlcc.frontend.onnx.ops import roi_align  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
 from mlcc.frontend.onnx.ops import signal  # noqa: F401
+from mlcc.frontend.onnx.ops import training  # noqa: F401
+from mlcc.frontend.onnx.ops import unpool  # noqa: F401
 from mlcc.frontend.onnx.errors import (FrontendError, InvalidModelError, ModelNotFoundError, UnsupportedFeatureError,
                                        UnsupportedOpError)
 from mlcc.frontend.onnx.importer import import_onnx

@@ -106,16 +106,63 @@ def _stack(b: Builder, node: OnnxNode, pieces: list[Tensor], axis: int) -> Resul
 @onnx_op("Scan", since=9, fold=False)
 def import_scan(b: Builder, node: OnnxNode) -> list[Result]:
     """Unrolled: the body is imported once per element of the scanned axis (the sequence length is static)."""
-    body = node.attr("body")
     m = node.attr("num_scan_inputs")
     n_state = node.num_inputs - m
     states = [node.tensor(i) for i in range(n_state)]
     scanned = [node.tensor(i) for i in range(n_state, node.num_inputs)]
+    in_axes = _axes(node, "scan_input_axes", m, [len(t.dims) for t in scanned])
+    in_reverse = node.attr("scan_input_directions", [0] * m)
+    states, outputs = _unroll(b, node, node.name, states, scanned, in_axes, in_reverse)
+    out_axes = _axes(node, "scan_output_axes", len(outputs), [len(c[0].dims) + 1 for c in outputs])
+    out_reverse = node.attr("scan_output_directions", [0] * len(outputs))
+    stacked = [_stack(b, node, column[::-1] if rev else column, a)
+               for column, a, rev in zip(outputs, out_axes, out_reverse)]
+    return [_result(t) for t in states] + stacked
+
+
+@onnx_op("Scan", since=8, fold=False)
+def import_scan8(b: Builder, node: OnnxNode) -> list[Result]:
+    """Scan-8: states and scan inputs have a batch axis first (the sequence is axis 1), and an optional
+    first input ``sequence_lens``; each batch element is scanned on its own, the results stacked on axis 0."""
+    m = node.attr("num_scan_inputs")
+    if node.has_input(0):
+        lens = node.const(0, "sequence_lens")
+        scanned_len = {node.dims(i)[1] for i in range(node.num_inputs - m, node.num_inputs)}
+        if {int(v) for v in lens.reshape(-1)} != scanned_len:
+            raise node.unsupported(f"sequence_lens {lens.reshape(-1).tolist()} shorter than the scan inputs")
+    n_state = node.num_inputs - 1 - m
+    all_states = [node.tensor(i) for i in range(1, 1 + n_state)]
+    all_scanned = [node.tensor(i) for i in range(1 + n_state, node.num_inputs)]
+    batches = {t.dims[0] for t in all_states + all_scanned}
+    if len(batches) != 1 or not isinstance(next(iter(batches)), int):
+        raise node.unsupported(f"batch sizes {sorted(map(str, batches))} (one static batch size is needed)")
+    reverse = node.attr("directions", [0] * m)
+    finals: list[list[Tensor]] = []
+    columns: list[list[Tensor]] = []
+    for i in range(int(next(iter(batches)))):
+        states = [_scan_slice(b, node, t, 0, i) for t in all_states]
+        scanned = [_scan_slice(b, node, t, 0, i) for t in all_scanned]
+        states, outputs = _unroll(b, node, f"{node.name}/b{i}", states, scanned, [0] * m, reverse)
+        finals.append(states)
+        columns.append([_as_tensor(_stack(b, node, column, 0), column[0]) for column in outputs])
+    return [_stack(b, node, list(per_value), 0) for per_value in zip(*finals)] + \
+        [_stack(b, node, list(per_value), 0) for per_value in zip(*columns)]
+
+
+def _as_tensor(value: Result, like: Tensor) -> Tensor:
+    if isinstance(value, np.ndarray):
+        return Tensor(like.name, like.dtype, value.shape, value=value)
+    return Tensor(like.name, like.dtype, tuple(value.shape.dims), inst=value)
+
+
+def _unroll(b: Builder, node: OnnxNode, prefix: str, states: list[Tensor], scanned: list[Tensor],
+            in_axes: list[int], in_reverse: list[int]) -> tuple[list[Tensor], list[list[Tensor]]]:
+    """The body imported once per scanned element: the final states, and per scan output its pieces."""
+    body = node.attr("body")
+    n_state, m = len(states), len(scanned)
     n_out = len(body.output) - n_state
     if m < 1 or n_out < 0 or len(body.input) != n_state + m:
         raise node.error(f"the body's inputs and outputs do not match {n_state} states and {m} scan inputs")
-    in_axes = _axes(node, "scan_input_axes", m, [len(t.dims) for t in scanned])
-    in_reverse = node.attr("scan_input_directions", [0] * m)
     lengths = {t.dims[a] for t, a in zip(scanned, in_axes)}
     if len(lengths) != 1 or not isinstance(next(iter(lengths)), int):
         raise node.unsupported(f"scan inputs of lengths {sorted(map(str, lengths))} (one static length is needed)")
@@ -129,12 +176,8 @@ def import_scan(b: Builder, node: OnnxNode) -> list[Result]:
     for i in range(length):
         slices = [_scan_slice(b, node, t, a, length - 1 - i if rev else i)
                   for t, a, rev in zip(scanned, in_axes, in_reverse)]
-        outs = node.ctx.import_subgraph(body, f"{node.name}/{i}", states + slices)
+        outs = node.ctx.import_subgraph(body, f"{prefix}/{i}", states + slices)
         states = outs[:n_state]
         for column, t in zip(outputs, outs[n_state:]):
             column.append(t)
-    out_axes = _axes(node, "scan_output_axes", n_out, [len(c[0].dims) + 1 for c in outputs])
-    out_reverse = node.attr("scan_output_directions", [0] * n_out)
-    stacked = [_stack(b, node, column[::-1] if rev else column, a)
-               for column, a, rev in zip(outputs, out_axes, out_reverse)]
-    return [_result(t) for t in states] + stacked
+    return states, outputs

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, kept_dims, scalar_op, static_dims, uniform_value
+import numpy as np
+
+from mlcc.frontend.onnx.ops.helpers import (
+    broadcast_in_dims, full, kept_dims, scalar_op, static_dims, uniform_value,
+)
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.ir import Instruction
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.ir import Instruction, is_float
 
 
 def window_pads(node: OnnxNode, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
@@ -124,12 +129,14 @@ def import_conv_transpose(b: Builder, node: OnnxNode) -> list[Result]:
 # ---- pooling
 
 
-def _pool_window(b: Builder, node: OnnxNode, x: Instruction, kind: str) -> Instruction:
+def _pool_geometry(node: OnnxNode, x: Instruction) -> tuple[list[int], ...]:
+    """(sizes, kernel, strides, dilations, low, high, extra): the spatial window of a pool, ``extra`` the
+    high padding ceil_mode adds past ``high``."""
     n = x.shape.rank - 2
     kernel = list(node.attr("kernel_shape"))
     if len(kernel) != n:
         raise node.error(f"kernel_shape {kernel} does not match {n} spatial dims")
-    sizes = static_dims(node, x.shape.dims[2:], "spatial dims")
+    sizes = list(static_dims(node, x.shape.dims[2:], "spatial dims"))
     strides = list(node.attr("strides", [1] * n))
     dilations = list(node.attr("dilations", [1] * n))
     low, high = window_pads(node, sizes, kernel, strides, dilations)
@@ -141,6 +148,12 @@ def _pool_window(b: Builder, node: OnnxNode, x: Instruction, kind: str) -> Instr
             if (out - 1) * s >= size + low[i]:
                 out -= 1
             extra[i] = max((out - 1) * s - span, 0)
+    return sizes, kernel, strides, dilations, list(low), list(high), extra
+
+
+def _pool_window(b: Builder, node: OnnxNode, x: Instruction, kind: str) -> Instruction:
+    n = x.shape.rank - 2
+    _, kernel, strides, dilations, low, high, extra = _pool_geometry(node, x)
     attrs = {"window_dimensions": (1, 1) + tuple(kernel), "window_strides": (1, 1) + tuple(strides)}
     if any(d != 1 for d in dilations):
         attrs["window_dilations"] = (1, 1) + tuple(dilations)
@@ -160,12 +173,47 @@ def _pool(kind: str):
         x = node.input(0)
         if x.shape.rank < 3:
             raise node.error(f"pooling needs rank >= 3, got {x.shape.rank}")
-        if node.output_used(1):
-            raise node.unsupported("the Indices output of MaxPool")
-        if node.attr("storage_order", 0):
-            raise node.unsupported("storage_order=1")
-        return [_pool_window(b, node, x, kind)]
+        y = _pool_window(b, node, x, kind)
+        if not node.output_used(1):
+            return [y]
+        return [y, _max_pool_indices(b, node, x, y)]
     return import_pool
+
+
+def _max_pool_indices(b: Builder, node: OnnxNode, x: Instruction, y: Instruction) -> Instruction:
+    """MaxPool's Indices: the flat index into x of each window's maximum (the first in row-major order
+    among equal ones; storage_order=1 numbers the spatial dims column-major). Each window's elements are
+    gathered from x flattened per channel, padding read as the lowest value, and the smallest index
+    whose element equals the window's maximum is kept."""
+    sizes, kernel, strides, dilations, low, high, extra = _pool_geometry(node, x)
+    outs = [int(d) for d in y.shape.dims[2:]]
+    spatial = int(np.prod(sizes))
+    grids = np.meshgrid(*[np.arange(o) * s - lo for o, s, lo in zip(outs, strides, low)], indexing="ij")
+    taps = np.meshgrid(*[np.arange(k) * d for k, d in zip(kernel, dilations)], indexing="ij")
+    coords = [g.reshape(-1, 1) + t.reshape(1, -1) for g, t in zip(grids, taps)]  # [outputs, window] per dim
+    inside = np.all([(c >= 0) & (c < size) for c, size in zip(coords, sizes)], axis=0)
+    flat = np.ravel_multi_index([np.clip(c, 0, size - 1) for c, size in zip(coords, sizes)], sizes)
+    flat = np.where(inside, flat, spatial)  # the padding slot appended after the spatial elements
+    n_, c_ = static_dims(node, x.shape.dims[:2], "batch and channel dims")
+    dtype = x.shape.dtype
+    lowest = np.finfo(numpy_dtype(dtype)).min if is_float(dtype) else np.iinfo(numpy_dtype(dtype)).min
+    rows = b.reshape(x, (n_, c_, spatial))
+    rows = b.op("concatenate", [rows, full(b, -np.inf if is_float(dtype) else lowest, dtype, (n_, c_, 1))],
+                dimension=2)
+    windows = b.op("gather", [rows, b.constant(flat)], axis=2)  # [n, c, outputs, window]
+    dims = windows.shape.dims
+    peak = b.reshape(y, dims[:3])
+    hit = b.op("compare", [windows, broadcast_in_dims(b, peak, dims, [0, 1, 2])], direction="EQ")
+    table = broadcast_in_dims(b, b.constant(flat.astype(np.int64)), dims, [2, 3])
+    first = b.op("reduce", [b.op("select", [hit, table, full(b, spatial, "s64", dims)])], dimensions=(3,),
+                 kind="minimum")
+    if node.attr("storage_order", 0):
+        column_major = np.arange(spatial).reshape(sizes).transpose().reshape(-1)
+        order = np.argsort(column_major)  # row-major position -> its column-major number
+        first = b.op("gather", [b.constant(np.append(order, spatial).astype(np.int64)), first], axis=0)
+    offsets = (np.arange(n_ * c_, dtype=np.int64) * spatial).reshape(n_, c_)
+    first = b.op("add", [first, broadcast_in_dims(b, b.constant(offsets), dims[:3], [0, 1])])
+    return b.reshape(first, tuple(y.shape.dims))
 
 
 onnx_op("MaxPool", since=1)(_pool("maximum"))

@@ -1,12 +1,15 @@
-"""Matrix products: MatMul (numpy matmul semantics), Gemm, Einsum -> dot, transpose, reduce."""
+"""Matrix products: MatMul (numpy matmul semantics), Gemm, Einsum -> dot, transpose, reduce; Det."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, scalar_op, uniform_value
+from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_float, scalar_op, uniform_value
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
+from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Dim, Instruction
 
 
@@ -113,8 +116,6 @@ def _parse_einsum(node: OnnxNode, equation: str, ranks: list[int]) -> tuple[list
     for t, r in zip(parsed, ranks):
         if len(t) != r:
             raise node.error(f"einsum term {''.join(t)!r} does not match an input of rank {r}")
-        if len(set(t)) != len(t):
-            raise node.unsupported(f"repeated labels (diagonals) in '{equation}'")
     if arrow:
         result = labels(out, None)
     else:
@@ -125,6 +126,24 @@ def _parse_einsum(node: OnnxNode, equation: str, ranks: list[int]) -> tuple[list
         ell = [str(i) for i in range(n_ell)]
         result = ell + sorted(l for l, c in counts.items() if c == 1 and not l.isdigit())
     return parsed, result
+
+
+def _diagonals(b: Builder, node: OnnxNode, x: Instruction, labels: list[str]) -> tuple[Instruction, list[str]]:
+    """x with each label that repeats in its term taken once: the diagonal over the repeated dims (the
+    elements off it masked to 0 and summed away, which adds only zeros)."""
+    while len(set(labels)) != len(labels):
+        first = next(i for i, l in enumerate(labels) if labels.index(l) != i)
+        p, q = labels.index(labels[first]), first
+        n = x.shape.dims[p]
+        if x.shape.dims[q] != n:
+            raise node.error(f"label '{labels[p]}' has sizes {n} and {x.shape.dims[q]}")
+        if not isinstance(n, int):
+            raise node.unsupported(f"a diagonal over the symbolic dim {n}")
+        mask = broadcast_in_dims(b, b.constant(np.eye(n, dtype=bool)), x.shape.dims, [p, q])
+        x = b.op("select", [mask, x, full(b, 0, x.shape.dtype, x.shape.dims)])
+        x = b.op("reduce", [x], dimensions=(q,), kind="add")
+        labels = labels[:q] + labels[q + 1:]
+    return x, labels
 
 
 def _sum_out(b: Builder, x: Instruction, labels: list[str], keep: set[str]) -> tuple[Instruction, list[str]]:
@@ -139,6 +158,8 @@ def _sum_out(b: Builder, x: Instruction, labels: list[str], keep: set[str]) -> t
 def import_einsum(b: Builder, node: OnnxNode) -> list[Result]:
     xs = node.inputs()
     terms, out = _parse_einsum(node, node.attr("equation"), [x.shape.rank for x in xs])
+    for i, (x, t) in enumerate(zip(xs, terms)):
+        xs[i], terms[i] = _diagonals(b, node, x, t)
     sizes: dict[str, Dim] = {}
     for x, t in zip(xs, terms):
         for label, d in zip(t, x.shape.dims):
@@ -167,3 +188,46 @@ def import_einsum(b: Builder, node: OnnxNode) -> list[Result]:
     if missing:
         raise node.error(f"output labels {missing} appear in no input")
     return [b.transpose(acc, [acc_labels.index(l) for l in out])]
+
+
+MAX_DET_SIZE = 6  # Leibniz's sum has n! terms
+
+
+@onnx_op("Det", since=11)
+def import_det(b: Builder, node: OnnxNode) -> list[Result]:
+    """The determinant of each [n, n] matrix by Leibniz's formula: the sum over the permutations p of
+    sign(p) * prod_i x[i, p(i)], as one gather of the n! products' factors, a product and a signed sum
+    (exact up to rounding for the small n it allows)."""
+    x = node.input(0)
+    require_float(node, x)
+    if x.shape.rank < 2:
+        raise node.error(f"the input must have rank >= 2, has {x.shape.rank}")
+    n, m = x.shape.dims[-2:]
+    if n != m:
+        raise node.error(f"the matrices are {n}x{m}, not square")
+    if not isinstance(n, int) or n > MAX_DET_SIZE:
+        raise node.unsupported(f"determinants of {n}x{n} matrices (at most {MAX_DET_SIZE}x{MAX_DET_SIZE})")
+    lead = tuple(x.shape.dims[:-2])
+    if n == 0:
+        return [full(b, 1, x.shape.dtype, lead)]
+    perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64).reshape(-1, n)
+    signs = np.array([_parity(p) for p in perms], dtype=numpy_dtype(x.shape.dtype))
+    flat = b.reshape(x, lead + (n * n,))
+    factors = b.op("gather", [flat, b.constant(np.arange(n) * n + perms)], axis=len(lead))  # [..., n!, n]
+    terms = b.op("reduce", [factors], dimensions=(len(lead) + 1,), kind="multiply")
+    signed = b.op("multiply", [terms, broadcast_in_dims(b, b.constant(signs), terms.shape.dims, [len(lead)])])
+    return [b.op("reduce", [signed], dimensions=(len(lead),), kind="add")]
+
+
+def _parity(perm: np.ndarray) -> int:
+    """+1 for an even permutation, -1 for an odd one."""
+    seen, sign = set(), 1
+    for start in range(len(perm)):
+        length, j = 0, start
+        while j not in seen:
+            seen.add(j)
+            j = int(perm[j])
+            length += 1
+        if length and length % 2 == 0:
+            sign = -sign
+    return sign

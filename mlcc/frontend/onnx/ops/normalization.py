@@ -88,9 +88,9 @@ def import_rms_norm(b: Builder, node: OnnxNode) -> list[Result]:
 
 @onnx_op("BatchNormalization", since=6)
 def import_batch_norm(b: Builder, node: OnnxNode) -> list[Result]:
-    _no_extra_outputs(node, "running mean / variance")
-    if node.attr("training_mode", 0):
-        raise node.unsupported("training_mode=1")
+    training = node.opset >= 14 and bool(node.attr("training_mode", 0))
+    if not training:
+        _no_extra_outputs(node, "running mean / variance")
     if node.opset < 9 and not node.attr("spatial", 1):
         raise node.unsupported("spatial=0")
     x = node.input(0)
@@ -101,7 +101,28 @@ def import_batch_norm(b: Builder, node: OnnxNode) -> list[Result]:
     for p in params:
         if p.shape.rank != 1:
             raise node.error(f"scale, B, mean and var must be 1-D, one has dims {list(p.shape.dims)}")
-    return [b.op("batch-norm-inference", [x, *params], epsilon=float(node.attr("epsilon", 1e-5)), feature_index=1)]
+    epsilon = float(node.attr("epsilon", 1e-5))
+    if not training:
+        return [b.op("batch-norm-inference", [x, *params], epsilon=epsilon, feature_index=1)]
+    scale, bias, running_mean, running_var = params
+    mean, var = _batch_moments(b, node, x)
+    y = b.op("batch-norm-inference", [x, scale, bias, mean, var], epsilon=epsilon, feature_index=1)
+    momentum = float(node.attr("momentum", 0.9))
+    updated = [b.op("add", [scalar_op(b, "multiply", old, momentum), scalar_op(b, "multiply", new, 1 - momentum)])
+               for old, new in ((running_mean, mean), (running_var, var))]
+    return [y, *updated][:node.num_outputs]
+
+
+def _batch_moments(b: Builder, node: OnnxNode, x: Instruction) -> tuple[Instruction, Instruction]:
+    """Per channel (dim 1): the mean and the population variance over every other dim."""
+    axes = tuple(d for d in range(x.shape.rank) if d != 1)
+    count = 1
+    for d in static_dims(node, [x.shape.dims[a] for a in axes], "batch and spatial dims"):
+        count *= d
+    mean = scalar_op(b, "divide", b.op("reduce", [x], dimensions=axes, kind="add"), count)
+    centered = b.op("subtract", [x, broadcast_in_dims(b, mean, x.shape.dims, [1])])
+    var = b.op("reduce", [b.op("multiply", [centered, centered])], dimensions=axes, kind="add")
+    return mean, scalar_op(b, "divide", var, count)
 
 
 def _per_channel(b: Builder, y: Instruction, scale: Instruction, bias: Instruction) -> Instruction:

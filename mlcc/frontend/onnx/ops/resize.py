@@ -231,3 +231,40 @@ def _rois(node: OnnxNode, n: int) -> list[tuple[float, float] | None]:
     if len(roi) != 2 * n:
         raise node.error(f"roi has {len(roi)} values for {n} axes")
     return [(roi[i], roi[n + i]) for i in range(n)]
+
+
+@onnx_op("Upsample", since=7)
+@onnx_op("Upsample", since=9)
+def import_upsample(b: Builder, node: OnnxNode) -> list[Result]:
+    """Resize before Resize: asymmetric coordinates (``i / scale``); nearest reads the floor when
+    upsampling and the ceiling when downsampling (onnxruntime's rule), linear blends two clamped taps."""
+    x = node.input(0)
+    mode = node.attr("mode", "nearest")
+    if mode not in ("nearest", "linear", "bilinear"):
+        raise node.error(f"unknown mode '{mode}'")
+    if mode != "nearest" and not is_float(x.shape.dtype):
+        raise node.unsupported(f"{mode} upsampling of {x.shape.dtype}")
+    scales = ([float(s) for s in node.attr("scales")] if node.opset < 9
+              else [float(s) for s in node.const(1, "scales").reshape(-1)])
+    if len(scales) != x.shape.rank:
+        raise node.error(f"{len(scales)} scales for a rank-{x.shape.rank} input")
+    sizes = static_dims(node, x.shape.dims, "input dims")
+    y = x
+    for axis, (size, scale) in enumerate(zip(sizes, scales)):
+        out = int(np.floor(size * scale))
+        if out == size and scale == 1.0:
+            continue
+        coords = source_coords(node, "asymmetric", size, out, scale)
+        if mode == "nearest":
+            idx = np.floor(coords) if scale >= 1 else np.ceil(coords)
+            y = b.op("gather", [y, b.constant(np.clip(idx, 0, size - 1).astype(np.int64))], axis=axis)
+            continue
+        left = np.clip(np.floor(coords), 0, size - 1)
+        frac = np.clip(coords - left, 0, 1).astype(np.float64)
+        right = np.minimum(left + 1, size - 1)
+        terms = []
+        for idx, w in ((left, 1 - frac), (right, frac)):
+            picked = b.op("gather", [y, b.constant(idx.astype(np.int64))], axis=axis)
+            terms.append(b.op("multiply", [picked, _weights(b, y, axis, w, picked.shape.dims)]))
+        y = b.op("add", terms)
+    return [y]
