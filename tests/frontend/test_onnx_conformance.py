@@ -21,7 +21,10 @@ from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.verifier import verify_module
 
 # Known differences that are not the frontend's: the expected data is rounded to 4 decimals.
-ROUNDED_REFERENCE = {"test_averagepool_2d_ceil_last_window_starts_on_pad"}
+# (RoiAlign's and bicubic GridSample's expected outputs are written out by hand to 4 decimals in onnx's case files:
+# mlcc's values differ from them by at most 8.4e-5.)
+ROUNDED_REFERENCE = {"test_averagepool_2d_ceil_last_window_starts_on_pad", "test_gridsample_bicubic",
+                     "test_roialign_aligned_false", "test_roialign_aligned_true"}
 # Not the frontend's either: mlcc/hlo/evaluator/elementwise.py's bitcast-convert turns a rank-0 value into dims [1].
 EVALUATOR_ISSUES = {"test_bitcast_scalar_float32_to_int32"}
 MIN_PASSING = 1100  # cases matching the reference when this test was written
