@@ -65,7 +65,8 @@ class Policy:
         return False
 
     def rank(self, key: str, t: int) -> Any:
-        raise NotImplementedError
+        """The eviction order: the item with the largest rank goes first (every policy defines it)."""
+        raise NotImplementedError(f"policy {type(self).__name__} has no rank()")
 
     def prefetch(self, t: int) -> list[tuple[str, int]]:
         return []

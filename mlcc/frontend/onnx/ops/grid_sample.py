@@ -10,6 +10,7 @@ into range, or the read zeroed, by padding_mode) and adds its weight times the v
 from __future__ import annotations
 
 import itertools
+import math
 
 from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_float, static_dims
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
@@ -116,7 +117,7 @@ def import_grid_sample(b: Builder, node: OnnxNode) -> list[Result]:
         else:
             weights = _cubic_weights(c, t)
             axes_taps.append([(c.op("add", base, float(k - 1)), w) for k, w in enumerate(weights)])
-    rows = b.reshape(x, (n_batch, channels, _product(sizes)))
+    rows = b.reshape(x, (n_batch, channels, math.prod(sizes)))
     y = None
     for combo in itertools.product(*axes_taps):
         flat, valid, weight = None, None, None
@@ -128,7 +129,7 @@ def import_grid_sample(b: Builder, node: OnnxNode) -> list[Result]:
             elif padding == "reflection":
                 index = _trunc(c, c.reflect(index, lo, hi))
             index = c.clamp(index, 0, size - 1)
-            stride = _product(sizes[i + 1:])
+            stride = math.prod(sizes[i + 1:])
             term = c.op("multiply", index, float(stride)) if stride != 1 else index
             flat = term if flat is None else c.op("add", flat, term)
             if w is not None:
@@ -148,10 +149,3 @@ def import_grid_sample(b: Builder, node: OnnxNode) -> list[Result]:
 def _trunc(c: _Coords, x: Instruction) -> Instruction:
     """x rounded toward zero (a C cast to int)."""
     return c.where(c.cmp(x, 0.0, "LT"), c.op("ceil", x), c.op("floor", x))
-
-
-def _product(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n

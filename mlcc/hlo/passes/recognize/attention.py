@@ -385,11 +385,31 @@ def _unrecognized(rw: Rewriter, softmax: Instruction, pv: Instruction, reason: s
         rw.module.analyses.unrecognized.append(line)
 
 
+def _pv_dot(pv: Instruction) -> bool:
+    """pv may be the probabilities-times-v dot of an attention: float, batched, contracting p's last dim."""
+    rank = pv.shape.rank
+    return is_float(pv.shape.dtype) and _scores_dot(pv) and tuple(pv.attrs["lhs_contracting_dims"]) == (rank - 1,)
+
+
+def _kernel_order(rw: Rewriter, qk: Instruction, pv: Instruction, q: Instruction, k: Instruction,
+                  v: Instruction) -> tuple[Instruction, Instruction, Instruction]:
+    """q, k and v as the attention kernel reads them ([.., seq, d]): each transposed where its dot contracted
+    another dim."""
+    rank = pv.shape.rank
+    if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
+        q = _swap_last(rw, q)
+    if tuple(qk.attrs["rhs_contracting_dims"]) != (rank - 1,):
+        k = _swap_last(rw, k)
+    if tuple(pv.attrs["rhs_contracting_dims"]) != (rank - 2,):
+        v = _swap_last(rw, v)
+    return q, k, v
+
+
 def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     pv = m.root
     rank = pv.shape.rank
     p, v = pv.operands
-    if not is_float(pv.shape.dtype) or not _scores_dot(pv) or tuple(pv.attrs["lhs_contracting_dims"]) != (rank - 1,):
+    if not _pv_dot(pv):
         return None
     found = _probabilities(p, rw.module)
     if found is None:
@@ -428,12 +448,7 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
             _unrecognized(rw, found[0], pv, f"the mask %{f.value.name} {f.value.shape} does not broadcast to the "
                           "scores in order")
             return None
-    if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
-        q = _swap_last(rw, q)
-    if tuple(qk.attrs["rhs_contracting_dims"]) != (rank - 1,):
-        k = _swap_last(rw, k)
-    if tuple(pv.attrs["rhs_contracting_dims"]) != (rank - 2,):
-        v = _swap_last(rw, v)
+    q, k, v = _kernel_order(rw, qk, pv, q, k, v)
     shared_k, shared_v = _repeated_heads(k), _repeated_heads(v)
     if shared_k is not None and shared_v is not None and shared_k[1][1] == shared_v[1][1]:
         k, v = rw.reshape(shared_k[0], shared_k[1]), rw.reshape(shared_v[0], shared_v[1])

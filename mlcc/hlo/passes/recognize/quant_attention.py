@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from mlcc.hlo.ir import Instruction, Module, is_float
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, op, scalar_value, var
-from mlcc.hlo.passes.recognize.attention import RULES, _probabilities, _scores_dot, _swap_last, _unrecognized
+from mlcc.hlo.passes.recognize.attention import (RULES, _kernel_order, _probabilities, _pv_dot, _scores_dot,
+                                                 _unrecognized)
 
 
 def _constant(x: Instruction, module: Module | None) -> float | None:
@@ -94,9 +95,8 @@ def _score_chain(s: Instruction, module: Module | None) -> tuple[Instruction, li
 
 def quantized_attention(rw: Rewriter, m: Match) -> Instruction | None:
     pv = m.root
-    rank = pv.shape.rank
     p, v = pv.operands
-    if not is_float(pv.shape.dtype) or not _scores_dot(pv) or tuple(pv.attrs["lhs_contracting_dims"]) != (rank - 1,):
+    if not _pv_dot(pv):
         return None
     prob = fake_quant(p, rw.module)
     found = _probabilities(prob[0] if prob is not None else p, rw.module)
@@ -114,13 +114,7 @@ def quantized_attention(rw: Rewriter, m: Match) -> Instruction | None:
     if dtypes != {"f32"}:
         _unrecognized(rw, found[0], pv, f"fake-quantized attention in {', '.join(sorted(dtypes))} (f32 only)")
         return None
-    q, k = qk.operands
-    if tuple(qk.attrs["lhs_contracting_dims"]) != (rank - 1,):
-        q = _swap_last(rw, q)
-    if tuple(qk.attrs["rhs_contracting_dims"]) != (rank - 1,):
-        k = _swap_last(rw, k)
-    if tuple(pv.attrs["rhs_contracting_dims"]) != (rank - 2,):
-        v = _swap_last(rw, v)
+    q, k, v = _kernel_order(rw, qk, pv, *qk.operands, v)
     attrs = {"score_quant": tuple(steps)}
     if prob is not None:
         attrs["prob_quant"] = prob[1]
