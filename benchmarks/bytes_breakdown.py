@@ -97,10 +97,12 @@ def main() -> None:
     unfused, bar = b["unfused"], a.bar * b["unfused"]
     print(f"\nbytes {b['bytes']:,} = {b['bytes'] / unfused:.3f} of the unfused baseline ({unfused:,})")
     print(f"floor (weights + inputs + outputs, the whole model in one kernel): {floor:,} = {floor / unfused:.3f}")
-    print(f"activations: {activations:,} bytes; a bar of {a.bar} ({int(bar):,} bytes) leaves {int(bar) - floor:,} "
-          f"for them, {activations - (int(bar) - floor):,} fewer than today" if bar >= floor else
-          f"activations: {activations:,} bytes; a bar of {a.bar} ({int(bar):,} bytes) is below the floor")
-
+    room = int(bar) - floor
+    if room < 0:
+        print(f"activations: {activations:,} bytes; a bar of {a.bar} ({int(bar):,} bytes) is below the floor")
+    else:
+        print(f"activations: {activations:,} bytes; a bar of {a.bar} ({int(bar):,} bytes) leaves {room:,} for them: "
+              + (f"today's are {activations - room:,} over" if activations > room else "met"))
 
 if __name__ == "__main__":
     main()
