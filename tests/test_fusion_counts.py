@@ -7,19 +7,24 @@ from pathlib import Path
 
 import onnx
 import pytest
+from click.testing import CliRunner
 
 import mlcc
+from mlcc.cli import main
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "models"
 
 # The fusion issue's bars: launches at most, and modeled global-memory bytes (each kernel reads its inputs
 # once and writes its output once) at most half of the graph run one kernel per source op. That baseline
 # counts views (Reshape, Squeeze, Unsqueeze, Flatten) as free, so it is smaller than it was when these bars
-# were set: bert_tiny's 0.56 is the same absolute bar as its old 0.5 (issue #24 asks for 0.40, not met yet).
+# were set. bert_tiny: issue #24 asks for 0.40, which needs each encoder layer in about one kernel (QKV
+# projection inside the attention kernel, see tests/test_bytes_breakdown.py); 0.55 holds its 0.54, the least
+# its kernel boundaries allow (one contraction per kernel, attention reading q, k, v as stored).
 # gpt2_tiny meets issue #24's 13 launches and 0.40 bytes (its norms are applied in the GEMMs' A loads);
 # bert_tiny meets its 12 (the pooler reads its first-token row in place as it loads its A tiles).
 TARGETS = {"gpt2_tiny": 13, "gpt2_tiny_legacy": 13, "bert_tiny": 12}
-BYTES = {"gpt2_tiny": 0.40, "gpt2_tiny_legacy": 0.5, "bert_tiny": 0.56, "light_resnet50": 0.5}
+BYTES = {"gpt2_tiny": 0.40, "gpt2_tiny_legacy": 0.5, "bert_tiny": 0.55, "light_resnet50": 0.5}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
@@ -47,6 +52,27 @@ def test_bert_normalizes_rows_in_the_epilogue_of_the_projection_before_each_laye
     fused = [c for c in hlo.split("\n}\n") if "%fused_output" in c and " layer-norm(" in c and " dot(" in c]
     assert len(fused) == 4
     assert len(r.manifest["schedule"]) <= 13
+
+
+@pytest.mark.parametrize("device, target", [("cpu", "none"), ("sim:sm_90", "sm_90")])
+def test_bert_matches_onnxruntime_with_a_padding_mask_on_cpu_and_the_simulated_sm_90(tmp_path, device, target):
+    # the example's inputs mask the last 3 of 16 tokens and mix both token types; sim:sm_90 runs the sm_90
+    # binaries' launch configs under the interpreter (about 13 s on the 2-core CPU machine)
+    path = EXAMPLES / "bert_tiny.onnx"
+    r = CliRunner().invoke(main, ["verify", str(path), "--bundle", str(tmp_path / "b"), "--device", device,
+                                  "--target", target, "--inputs", str(EXAMPLES / "bert_tiny.inputs.npz")])
+    assert r.exit_code == 0, r.output
+    assert "FAIL" not in r.output and r.output.startswith("ok")
+    assert r.output.count("(vs onnxruntime)") == 2
+
+
+@pytest.mark.slow
+def test_gpt2_matches_onnxruntime_on_the_simulated_sm_90(tmp_path, shared_models):
+    path = shared_models / "gpt2_tiny.onnx"
+    r = CliRunner().invoke(main, ["verify", str(path), "--bundle", str(tmp_path / "b"), "--device", "sim:sm_90",
+                                  "--target", "sm_90", "--inputs", str(path.with_suffix(".ref.npz"))])
+    assert r.exit_code == 0, r.output
+    assert "FAIL" not in r.output and r.output.startswith("ok")
 
 
 def test_resnet50_fuses_into_at_most_58_launches_of_at_most_34_kernels(tmp_path):

@@ -76,9 +76,10 @@ def test_llama_modeled_bytes_are_at_most_0_4_of_the_unfused_graph(bundles):
     assert stats["bytes"] <= 0.40 * stats["unfused"]["bytes"]
 
 
-@pytest.mark.parametrize("name", _params(["mistral_tiny", "gemma2_tiny", "llama_tiny"]))
+@pytest.mark.parametrize("name", _params(sorted(LAUNCHES)))
 def test_decoder_matches_onnxruntime_on_the_simulated_sm_90(tmp_path, name):
-    # the sm_90 binaries' own launch configs (tiles, grids) under the interpreter
+    # the sm_90 binaries' own launch configs (tiles, grids) under the interpreter: 8-24 s a model on the
+    # 2-core CPU machine (compiling for sm_90 included), so only LLaMA and Mistral run by default
     path = HF / f"{name}.onnx"
     r = CliRunner().invoke(main, ["verify", str(path), "--bundle", str(tmp_path / "b"), "--device", "sim:sm_90",
                                   "--target", "sm_90", "--inputs", str(path.with_suffix(".ref.npz"))])
