@@ -245,8 +245,31 @@ case("transformer_scan", _transformer, ints(8, lo=0, hi=_VOCAB), {
     "wo": f32(_LAYERS, _DIM, _DIM, lo=-0.3, hi=0.3), "wqkv": f32(_LAYERS, _DIM, 3 * _DIM, lo=-0.3, hi=0.3)})
 case("call", lambda a, b: (jax.nn.relu(a) + jax.jit(lambda z: z * 2.0)(b), jnp.where(a > b, a, b)), X, Y)
 
+# ---------------------------------------------------------------- general gather and scatter forms, sort, top_k
+# (after every case above, so the inputs drawn for those stay the same)
+case("sort", lambda a: jnp.sort(a, axis=1), X)
+_T3 = f32(4, 5, 6)
+case("gather_forms", lambda t, i, j, k: (t[i, :, j], t[:, i, 1:4], jnp.take(t, i, axis=2, mode="clip"),
+                                         t[i[:2, None], j[None, :2]],
+                                         jax.vmap(lambda r, s: lax.dynamic_slice(r, (s, s), (2, 3)))(t, k)),
+     _T3, ints(3, lo=-1, hi=6), ints(3, lo=0, hi=6), ints(4, lo=0, hi=5))
+case("scatter_forms", lambda t, i, j, k, u, v, w, m: (
+    t.at[i, 1:3].add(u), t.at[:, i].set(v), t.at[i, :, j].multiply(m),
+    t.at[i].min(jnp.broadcast_to(u[:, :1], (3, 5, 6))), t.at[i, :, j].apply(lambda e: e * 2.0 + 1.0),
+    jax.vmap(lambda r, s, x: lax.dynamic_update_slice(r, x, (s, s)))(t, k, w)),
+     _T3, ints(3, lo=0, hi=4), ints(3, lo=0, hi=6), ints(4, lo=0, hi=5), f32(3, 2, 6), f32(4, 3, 6), f32(4, 2, 3),
+     f32(3, 5))
+case("scatter_segments", lambda d, s: (jax.ops.segment_sum(d, s, 5), jax.ops.segment_max(d, s, 5),
+                                       jax.ops.segment_min(d, s, 5), jax.ops.segment_prod(d, s, 5)),
+     f32(9, 3), ints(9, lo=0, hi=6))
+case("sort_forms", lambda a, k, b: (jnp.sort(a, axis=0), jnp.argsort(a, axis=1), lax.sort((k, a), num_keys=1),
+                                    lax.sort((k, a[::-1], a), dimension=0, num_keys=2), jnp.sort(b, axis=-1),
+                                    -jnp.sort(-a, axis=1)),
+     np.round(X * 2), ints(4, 8, lo=0, hi=3), X.astype(jnp.bfloat16))
+case("top_k", lambda a, i, b: (*lax.top_k(a, 3), *lax.top_k(i, 5), *lax.top_k(b, 2)),
+     np.round(X * 2), IA, X.astype(jnp.float16))
+
 # ---------------------------------------------------------------- refused on purpose
-UNSUPPORTED["sort"] = (lambda a: jnp.sort(a, axis=1), (X,))
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))
 UNSUPPORTED["conv_transpose"] = (lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME",
@@ -267,7 +290,7 @@ def _storable(a: Any) -> np.ndarray:
 
 def save_ref(path: Any, args: tuple, outputs: Any) -> None:
     """Inputs in @main's argument order (the flattened pytree of args) and outputs, in order."""
-    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    outs = jax.tree_util.tree_leaves(outputs)  # nested tuples (lax.sort of several operands) flattened
     arrays = {f"arg{i}": _storable(a) for i, a in enumerate(jax.tree_util.tree_leaves(args))}
     arrays.update({f"out{i}": _storable(o) for i, o in enumerate(outs)})
     np.savez_compressed(path, **arrays)

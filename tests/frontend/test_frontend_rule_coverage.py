@@ -49,7 +49,7 @@ STABLEHLO_NOT_IMPORTED = {
     **_all("an opaque call into a framework's library: reported with its call target", "custom_call"),
     **_all("a region's terminator: read with the region it ends", "return"),
     **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple", "map",
-           "reduce_precision", "sort"),
+           "reduce_precision"),
 }
 
 CHLO_NOT_IMPORTED = {
@@ -64,7 +64,7 @@ CHLO_NOT_IMPORTED = {
     **_all("complex numbers: the IR has no complex element type", "conj", "broadcast_complex"),
     **_all("shapes given as tensor operands: " + _NOT_YET, "minimum_broadcast_shapes"),
     **_all("an internal op of CHLO's own decompositions, not emitted by exporters", "_asin_acos_kernel"),
-    **_all(_NOT_YET, "constant", "constant_like", "mulhi", "next_after", "ragged_dot", "scan", "top_k"),
+    **_all(_NOT_YET, "constant", "constant_like", "mulhi", "next_after", "ragged_dot", "scan"),
 }
 
 OTHER_NOT_IMPORTED = {
@@ -80,7 +80,7 @@ OTHER_NOT_IMPORTED = {
 
 # Ops MLIR prints in the generic form only ("stablehlo.gather"(...)): the parser reads them without a
 # pretty-form reader.
-GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter"}
+GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort"}
 
 
 def _not_imported() -> dict[str, str]:

@@ -342,6 +342,27 @@ def read_composite(p: Parser, name: str) -> OpParts:
     return OpParts(operands, attrs, [], results)
 
 
+@pretty("chlo.top_k")
+def read_top_k(p: Parser, name: str) -> OpParts:
+    """``chlo.top_k(%x, k = 3) : tensor<4x8xf32> -> (tensor<4x3xf32>, tensor<4x3xi32>)``"""
+    p.lx.expect("(")
+    operand, pos = p.operand()
+    p.lx.expect(",")
+    word = p.lx.expect_kind("ident", "k")
+    if word.text != "k":
+        raise p.lx.error(f"expected 'k', found {describe(word)}", word.pos)
+    p.lx.expect("=", "after 'k'")
+    k = p.int_value()
+    p.lx.expect(")")
+    attrs = p.attr_dict() if p.lx.at("{") else {}
+    attrs["k"] = k
+    inputs, results = signature(p)
+    if results is None:
+        raise p.lx.error("top_k needs its result types")
+    p.check_types([operand], [pos], inputs)
+    return OpParts([operand], attrs, [], results)
+
+
 @pretty("func.call")
 def read_call(p: Parser, name: str) -> OpParts:
     callee = p.lx.expect_kind("symbol", "the callee")
