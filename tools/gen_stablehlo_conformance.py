@@ -269,6 +269,31 @@ case("sort_forms", lambda a, k, b: (jnp.sort(a, axis=0), jnp.argsort(a, axis=1),
 case("top_k", lambda a, i, b: (*lax.top_k(a, 3), *lax.top_k(i, 5), *lax.top_k(b, 2)),
      np.round(X * 2), IA, X.astype(jnp.float16))
 
+_IMG = f32(1, 6, 7, 2)
+
+
+def _argmax_pool(x: Any) -> Any:
+    def body(a: Any, b: Any) -> Any:
+        take = b[0] > a[0]
+        return jnp.where(take, b[0], a[0]), jnp.where(take, b[1], a[1])
+    idx = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+    return lax.reduce_window((x, idx), (np.float32(-np.inf), np.int32(0)), body, (2, 2), (2, 2), "VALID")
+
+
+case("reduce_window_forms", lambda x, y, i: (
+    lax.reduce_window(x, np.float32(1.0), lax.mul, (1, 2, 2, 1), (1, 1, 2, 1), "VALID"),
+    lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 2), (2, 1), (0, 0)),
+                      base_dilation=(1, 2, 1, 1)),
+    lax.reduce_window(y, np.float32(0.5), lax.add, (2, 3), (1, 2), ((1, 1), (2, 0))),
+    *_argmax_pool(y), lax.reduce_window(i, np.int32(0), lax.bitwise_or, (2, 2), (1, 1), "SAME"),
+    jax.grad(lambda z: lax.reduce_window(z, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum())(x)),
+    _IMG, X, ints(4, 8, lo=0, hi=16))
+case("select_and_scatter", lambda x, y: (
+    jax.grad(lambda z: (lax.reduce_window(z, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2).sum())(x),
+    jax.grad(lambda z: lax.reduce_window(z, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum())(x),
+    jax.grad(lambda z: (lax.reduce_window(z, jnp.inf, lax.min, (2, 3), (1, 2), "SAME") * 3.0).sum())(y)),
+    _IMG, np.round(X * 2))
+
 # ---------------------------------------------------------------- refused on purpose
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))

@@ -34,8 +34,7 @@ STABLEHLO_NOT_IMPORTED = {
            "reduce_scatter"),
     **_all("I/O ordered by tokens: a compiled model has no side effects", "after_all", "create_token", "infeed",
            "outfeed", "recv", "send"),
-    **_all("a training op: mlcc compiles inference", "batch_norm_grad", "batch_norm_training",
-           "select_and_scatter"),
+    **_all("a training op: mlcc compiles inference", "batch_norm_grad", "batch_norm_training"),
     **_all("complex numbers: the IR has no complex element type", "complex", "real", "imag"),
     **_all("random numbers: no HLO op", "rng", "rng_bit_generator"),
     **_all("quantized element types: not in the IR yet", "uniform_quantize", "uniform_dequantize"),
@@ -80,7 +79,8 @@ OTHER_NOT_IMPORTED = {
 
 # Ops MLIR prints in the generic form only ("stablehlo.gather"(...)): the parser reads them without a
 # pretty-form reader.
-GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort"}
+GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort",
+                     "stablehlo.select_and_scatter"}
 
 
 def _not_imported() -> dict[str, str]:

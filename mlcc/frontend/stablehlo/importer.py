@@ -168,7 +168,7 @@ class Context:
                                        "and loops unrolled")
         args = [self.lookup(op, v) for v in op.operands]
         if self.lifted is not None:
-            if op.name not in LIFTABLE and not op.name.startswith("chlo."):
+            if op.name not in LIFTABLE and op.name != "func.call" and not op.name.startswith("chlo."):
                 raise self.unsupported(op, "only elementwise ops can be applied over a tensor in this region")
             if any(a.shape.rank for a in args):
                 args = [self.b.broadcast_to(a, self.lifted) if a.shape.rank == 0 else a for a in args]
@@ -222,6 +222,8 @@ class Context:
             raise self.error(op, f"@{name} takes {len(fn.args)} arguments, the call passes {len(args)}")
         for i, (value, inst) in enumerate(zip(fn.args, args)):
             declared = self.shape(op, value.type)
+            if self.lifted is not None and not declared.dims and tuple(inst.shape.dims) == self.lifted:
+                declared = Shape(declared.dtype, self.lifted)
             if declared.dtype != inst.shape.dtype or declared.dims != tuple(inst.shape.dims):
                 raise self.error(op, f"argument {i} of @{name} is {value.type}, the call passes "
                                      f"{_tensor_text(inst.shape)}")

@@ -170,7 +170,6 @@ def scatter(cx: Context, op: Op, operands: list[Instruction], indices: Instructi
             window_dims: list[int], inserted: list[int], input_batching: list[int], indices_batching: list[int],
             to_operand: list[int], ivd: int) -> list[Instruction]:
     """The spec's scatter: every update element to its operand index, its window skipped when out of bounds."""
-    n = len(operands)
     dims = [int(d) for d in operands[0].shape.dims]
     rank = len(dims)
     if rank == 0:
@@ -204,12 +203,26 @@ def scatter(cx: Context, op: Op, operands: list[Instruction], indices: Instructi
     full = _stack(cx, columns, upd_dims)
     all_in = known is not None and _known_in_bounds(known, ivd, to_operand, dims, upd_dims, window_dims,
                                                     window_operand)
+    ok = None if all_in else _in_bounds_mask(cx, in_bounds, full, scatter_positions)
+    return scatter_at(cx, op, op.regions[0] if op.regions else None, operands, full, updates, ok)
+
+
+def scatter_at(cx: Context, op: Op, body: list[Block] | None, operands: list[Instruction], full: Instruction,
+               updates: list[Instruction], ok: Instruction | None) -> list[Instruction]:
+    """Each update element combined by body into operands at its index vector in full (updates' dims + [rank]),
+    except where ok (pred, full's dims) is false."""
+    n = len(operands)
+    dims = [int(d) for d in operands[0].shape.dims]
+    rank = len(dims)
+    all_in = ok is None
     if not all_in:
-        full = _redirect_out_of_bounds(cx, full, in_bounds, upd_dims, scatter_positions, dims[0])
+        full = _redirect(cx, full, ok, dims[0])
         operands = [_pad_first_dim(cx, x) for x in operands]
-    kinds = scatter_kinds(op.regions[0][0], n) if op.regions else None
+    kinds = scatter_kinds(body[0], n) if body else None
     if kinds is None:
-        results = _scatter_general(cx, op, operands, full, updates)
+        if body is None:
+            raise cx.error(op, "scatter needs an update computation")
+        results = _scatter_general(cx, op, body, operands, full, updates)
     else:
         results = [x if kind == "keep" else cx.b.op("scatter-nd", [x, full, u], reduction=kind)
                    for x, u, kind in zip(operands, updates, kinds)]
@@ -229,9 +242,9 @@ def _known_in_bounds(known: np.ndarray, ivd: int, to_operand: list[int], dims: l
     return True
 
 
-def _redirect_out_of_bounds(cx: Context, full: Instruction, in_bounds: list[tuple[Instruction, int]],
-                            upd_dims: tuple, scatter_positions: list[int], first: int) -> Instruction:
-    """Index vectors of windows that start out of bounds -> (first, 0, ..., 0): the padding row."""
+def _in_bounds_mask(cx: Context, in_bounds: list[tuple[Instruction, int]], full: Instruction,
+                    scatter_positions: list[int]) -> Instruction:
+    """Whether each window starts in bounds (0 <= start <= high on every indexed dim), over full's dims."""
     ok = None
     for start, high in in_bounds:
         zero = cx.b.broadcast_to(cx.scalar(0, INDEX), start.shape.dims)
@@ -239,12 +252,16 @@ def _redirect_out_of_bounds(cx: Context, full: Instruction, in_bounds: list[tupl
         both = cx.b.op("and", [cx.b.op("compare", [start, zero], direction="GE"),
                                cx.b.op("compare", [start, top], direction="LE")])
         ok = both if ok is None else cx.b.op("and", [ok, both])
-    rank = full.shape.dims[-1]
     assert ok is not None
-    ok = cx.b.op("broadcast", [ok], Shape("pred", tuple(full.shape.dims)), dimensions=tuple(scatter_positions))
+    return cx.b.op("broadcast", [ok], Shape("pred", tuple(full.shape.dims)), dimensions=tuple(scatter_positions))
+
+
+def _redirect(cx: Context, full: Instruction, ok: Instruction, first: int) -> Instruction:
+    """Index vectors where ok is false -> (first, 0, ..., 0): the padding row."""
+    rank = int(full.shape.dims[-1])
     pad_row = np.zeros(rank, np.int64)
     pad_row[0] = first
-    pad = cx.b.op("broadcast", [cx.constant(pad_row)], full.shape, dimensions=(len(upd_dims),))
+    pad = cx.b.op("broadcast", [cx.constant(pad_row)], full.shape, dimensions=(full.shape.rank - 1,))
     return cx.b.op("select", [ok, full, pad])
 
 
@@ -255,7 +272,7 @@ def _pad_first_dim(cx: Context, x: Instruction) -> Instruction:
                    interior_padding=(0,) * rank)
 
 
-def _scatter_general(cx: Context, op: Op, operands: list[Instruction], full: Instruction,
+def _scatter_general(cx: Context, op: Op, body: list[Block], operands: list[Instruction], full: Instruction,
                      updates: list[Instruction]) -> list[Instruction]:
     """Any update computation: each update element in order, result[i] = body(result[i], update)."""
     count = math.prod(int(d) for d in updates[0].shape.dims)
@@ -273,7 +290,7 @@ def _scatter_general(cx: Context, op: Op, operands: list[Instruction], full: Ins
         olds = [cx.b.op("gather-nd", [r, index], batch_dims=0) for r in results]
         news = [cx.b.reshape(cx.b.op("slice", [u], start_indices=(t,), limit_indices=(t + 1,), strides=(1,)), ())
                 for u in flat]
-        values = cx.import_region(op.regions[0], olds + news)
+        values = cx.import_region(body, olds + news)
         if len(values) != len(results):
             raise cx.error(op, f"the update computation returns {len(values)} values for {len(results)} operands")
         results = [cx.b.op("scatter-nd", [r, row, cx.b.reshape(v, (1,))], reduction="none")
