@@ -293,13 +293,23 @@ case("select_and_scatter", lambda x, y: (
     jax.grad(lambda z: lax.reduce_window(z, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum())(x),
     jax.grad(lambda z: (lax.reduce_window(z, jnp.inf, lax.min, (2, 3), (1, 2), "SAME") * 3.0).sum())(y)),
     _IMG, np.round(X * 2))
+case("conv_transpose", lambda x, w, v, k: (
+    lax.conv_transpose(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    lax.conv_transpose(x, w, (2, 1), ((2, 0), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    lax.conv_general_dilated(v, k, (1,), ((0, 1),), lhs_dilation=(3,), dimension_numbers=("NCW", "OIW", "NCW"))),
+    f32(1, 4, 4, 2), f32(3, 3, 2, 2), f32(2, 3, 5), f32(4, 3, 2))
+case("cond_switch", lambda p, i, x: (lax.cond(p, lambda a: (a * 2, a.sum()), lambda a: (a - 1, a.max()), x),
+                                     lax.switch(i, [lambda a: a + 1, lambda a: a * 3, jnp.sin], x),
+                                     lax.switch(i + 5, [lambda a: a + 1, jnp.cos], x)),
+     np.bool_(False), np.int32(1), X)
+case("reduce_precision", lambda x, h: (lax.reduce_precision(x, 4, 3), lax.reduce_precision(x, 5, 2),
+                                       lax.reduce_precision(x * 1e30, 8, 7), lax.reduce_precision(x * 1e-3, 5, 10),
+                                       lax.reduce_precision(h, 4, 3), lax.reduce_precision(x, 2, 1)),
+     np.concatenate([X, SPECIAL.reshape(1, 8)]), X.astype(np.float16))
 
 # ---------------------------------------------------------------- refused on purpose
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))
-UNSUPPORTED["conv_transpose"] = (lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME",
-                                                                 dimension_numbers=("NHWC", "HWIO", "NHWC")),
-                                 (f32(1, 4, 4, 2), f32(3, 3, 2, 2)))
 
 
 # ---------------------------------------------------------------- writing

@@ -44,11 +44,9 @@ STABLEHLO_NOT_IMPORTED = {
     **_all("shapes given as tensor operands: " + _NOT_YET + " (symbolic dims come from the argument types)",
            "dynamic_broadcast_in_dim", "dynamic_conv", "dynamic_gather", "dynamic_iota", "dynamic_pad",
            "dynamic_reshape", "real_dynamic_slice", "get_dimension_size", "set_dimension_size"),
-    **_all("control flow on data: " + _NOT_YET + " (a while with a known trip count is unrolled)", "case", "if"),
     **_all("an opaque call into a framework's library: reported with its call target", "custom_call"),
     **_all("a region's terminator: read with the region it ends", "return"),
-    **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple", "map",
-           "reduce_precision"),
+    **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple", "map"),
 }
 
 CHLO_NOT_IMPORTED = {
@@ -80,7 +78,7 @@ OTHER_NOT_IMPORTED = {
 # Ops MLIR prints in the generic form only ("stablehlo.gather"(...)): the parser reads them without a
 # pretty-form reader.
 GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort",
-                     "stablehlo.select_and_scatter"}
+                     "stablehlo.select_and_scatter", "stablehlo.if", "stablehlo.case"}
 
 
 def _not_imported() -> dict[str, str]:

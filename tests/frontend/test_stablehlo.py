@@ -121,12 +121,12 @@ def test_every_unsupported_op_is_listed(tmp_path):
         ) -> tensor<4xf32>
         %1 = stablehlo.negate %0 : tensor<4xf32>
         %2 = stablehlo.custom_call @my_kernel(%0) {backend_config = ""} : (tensor<4xf32>) -> tensor<4xf32>
-        %3 = stablehlo.reduce_precision %2, format = e5m2 : tensor<4xf32>
+        %3 = "stablehlo.cholesky"(%2) <{lower = true}> : (tensor<4xf32>) -> tensor<4xf32>
         %4 = chlo.lgamma %3 : tensor<4xf32> -> tensor<4xf32>
         return %4 : tensor<4xf32>""")
     message = error_of(tmp_path, text, UnsupportedOpsError)
     assert message == (": 4 unsupported ops: stablehlo.rng_bit_generator (line 3), stablehlo.custom_call @my_kernel (line 7), "
-                       "stablehlo.reduce_precision (line 8), chlo.lgamma (line 9)")
+                       "stablehlo.cholesky (line 8), chlo.lgamma (line 9)")
     assert UnsupportedOpsError([]).exit_code == EXIT_UNSUPPORTED
 
 

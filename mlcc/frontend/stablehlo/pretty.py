@@ -342,6 +342,27 @@ def read_composite(p: Parser, name: str) -> OpParts:
     return OpParts(operands, attrs, [], results)
 
 
+def _float_format(p: Parser) -> tuple[int, int]:
+    """``e4m3``: (exponent bits, mantissa bits)."""
+    tok = p.lx.next()
+    text = tok.text
+    if tok.kind != "ident" or not text.startswith("e") or "m" not in text:
+        raise p.lx.error(f"expected a format such as e5m2, found {describe(tok)}", tok.pos)
+    e, m = text[1:].split("m", 1)
+    if not (e.isdigit() and m.isdigit()):
+        raise p.lx.error(f"expected a format such as e5m2, found {describe(tok)}", tok.pos)
+    return int(e), int(m)
+
+
+@pretty("stablehlo.reduce_precision")
+def read_reduce_precision(p: Parser, name: str) -> OpParts:
+    operands, positions, attrs, words = items(p, {"format": _float_format})
+    if words or "format" not in attrs:
+        raise p.lx.error("reduce_precision needs format = eXmY")
+    attrs["exponent_bits"], attrs["mantissa_bits"] = attrs.pop("format")
+    return OpParts(operands, attrs, [], same_type_signature(p, operands, positions))
+
+
 @pretty("chlo.top_k")
 def read_top_k(p: Parser, name: str) -> OpParts:
     """``chlo.top_k(%x, k = 3) : tensor<4x8xf32> -> (tensor<4x3xf32>, tensor<4x3xi32>)``"""

@@ -57,10 +57,11 @@ def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if int(op.attrs.get("batch_group_count", 1)) != 1:
         raise cx.unsupported(op, "batch_group_count other than 1 is not supported")
     lhs_dilation = int_tuple(cx, op, "lhs_dilation", ones)
-    if any(d != 1 for d in lhs_dilation):
-        raise cx.unsupported(op, f"lhs_dilation {list(lhs_dilation)} (a transposed convolution) is not supported")
     padding = np.asarray(as_array(op.attrs["padding"]), dtype=np.int64).reshape(spatial, 2) \
         if "padding" in op.attrs else np.zeros((spatial, 2), np.int64)
+    if any(d != 1 for d in lhs_dilation):  # a transposed convolution: the input dilated and padded by pad
+        x = _dilated(cx, x, labels["lhs"], lhs_dilation, padding)
+        padding = np.zeros((spatial, 2), np.int64)
     reversal = [bool(r) for r in op.attrs.get("window_reversal", [False] * spatial)]
     if any(reversal):  # a reversed window is the convolution with the kernel flipped
         w = cx.b.op("reverse", [w], dimensions=tuple(labels["rhs"].index(str(k))
@@ -73,3 +74,14 @@ def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
                    rhs_dilation=int_tuple(cx, op, "rhs_dilation", ones),
                    feature_group_count=int(op.attrs.get("feature_group_count", 1)),
                    dim_labels=f"{labels['lhs']}_{labels['rhs']}->{labels['out']}")
+
+
+def _dilated(cx: Context, x: Instruction, lhs_labels: str, dilation: tuple[int, ...], padding: np.ndarray) -> Instruction:
+    """x with dilation - 1 zeros between its spatial elements and the convolution's padding at its edges."""
+    rank = x.shape.rank
+    low, high, interior = [0] * rank, [0] * rank, [0] * rank
+    for k in range(len(dilation)):
+        d = lhs_labels.index(str(k))
+        low[d], high[d], interior[d] = int(padding[k, 0]), int(padding[k, 1]), dilation[k] - 1
+    return cx.b.op("pad", [x, cx.scalar(0, x.shape.dtype)], edge_padding_low=tuple(low),
+                   edge_padding_high=tuple(high), interior_padding=tuple(interior))
