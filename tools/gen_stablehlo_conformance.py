@@ -306,6 +306,16 @@ case("reduce_precision", lambda x, h: (lax.reduce_precision(x, 4, 3), lax.reduce
                                        lax.reduce_precision(x * 1e30, 8, 7), lax.reduce_precision(x * 1e-3, 5, 10),
                                        lax.reduce_precision(h, 4, 3), lax.reduce_precision(x, 2, 1)),
      np.concatenate([X, SPECIAL.reshape(1, 8)]), X.astype(np.float16))
+_GAMMA = np.concatenate([f32(12, lo=-4.5, hi=6.0), np.array([0.5, 1.0, 2.0, 1e-3, -0.25, 30.0, 100.5, 3.5],
+                                                               np.float32)])
+case("chlo_special", lambda g, u, a, b: (lax.lgamma(g), lax.digamma(g), lax.erf_inv(u), jnp.nextafter(a, b),
+                                         lax.lgamma(g.astype(np.float64)), lax.erf_inv(u.astype(np.float64)),
+                                         lax.digamma(g.astype(jnp.bfloat16))),
+     _GAMMA, np.concatenate([UNIT.reshape(-1)[:14], np.array([0.999, -0.9999], np.float32)]),
+     np.array([0.0, -0.0, 1.0, -1.0, 3.5, np.inf, 1e-45, -2.0], np.float32),
+     np.array([1.0, -1.0, 2.0, -2.0, 3.5, 0.0, 0.0, np.nan], np.float32))
+case("chlo_erfc_half", lambda h, b: (lax.erfc(h), lax.erfc(b)),
+     np.linspace(-3, 6, 40).astype(np.float16), np.linspace(-3, 9.5, 60).astype(jnp.bfloat16))
 
 # ---------------------------------------------------------------- refused on purpose
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))

@@ -19,7 +19,7 @@ from mlcc.frontend.stablehlo.errors import (StableHLOError, StableHLOParseError,
                                             UnsupportedOpsError)
 from mlcc.frontend.stablehlo.importer import RULES, import_module
 from mlcc.frontend.stablehlo.ops import (contraction, control, data, elementwise, indexing, reduction,  # noqa: F401
-                                         precision, sorting, windows)
+                                         precision, sorting, special, windows)
 from mlcc.frontend.stablehlo.parser import Parser
 from mlcc.hlo.ir import Module
 

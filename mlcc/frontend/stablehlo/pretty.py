@@ -22,7 +22,7 @@ sine sqrt subtract tan tanh xor complex
 """
 _CHLO_UNARY = """
 acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf is_neg_inf
-is_pos_inf lgamma sinh square tan
+is_pos_inf lgamma sinh square tan next_after
 """
 
 KeywordReader = Callable[[Parser], Any]

@@ -47,14 +47,6 @@ def import_square(cx: Context, op: Op, args: list[Instruction]) -> Results:
     return cx.b.op("multiply", [args[0], args[0]])
 
 
-@stablehlo_op("chlo.erfc")
-def import_erfc(cx: Context, op: Op, args: list[Instruction]) -> Results:
-    """1 - erf(x): exact gelu lowers to it. Loses relative precision where erfc(x) is tiny (x > ~3)."""
-    (x,) = args
-    one = cx.b.splat(1, x.shape.dtype, x.shape.dims)
-    return cx.b.op("subtract", [one, cx.b.op("erf", [x])])
-
-
 @stablehlo_op("chlo.is_pos_inf", "chlo.is_neg_inf")
 def import_is_signed_inf(cx: Context, op: Op, args: list[Instruction]) -> Results:
     (x,) = args
