@@ -38,7 +38,7 @@ STABLEHLO_NOT_IMPORTED = {
     **_all("complex numbers: the IR has no complex element type", "complex", "real", "imag"),
     **_all("random numbers: no HLO op", "rng", "rng_bit_generator"),
     **_all("quantized element types: not in the IR yet", "uniform_quantize", "uniform_dequantize"),
-    **_all("linear algebra or FFT: no HLO op", "cholesky", "triangular_solve", "fft"),
+    **_all("linear algebra or FFT: no HLO op", "cholesky", "fft"),
     **_all("deprecated in StableHLO (dot_general, gather and broadcast_in_dim replace them)", "einsum",
            "unary_einsum", "torch_index_select", "broadcast"),
     **_all("shapes given as tensor operands: " + _NOT_YET + " (symbolic dims come from the argument types)",
@@ -78,7 +78,8 @@ OTHER_NOT_IMPORTED = {
 # Ops MLIR prints in the generic form only ("stablehlo.gather"(...)): the parser reads them without a
 # pretty-form reader.
 GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort",
-                     "stablehlo.select_and_scatter", "stablehlo.if", "stablehlo.case"}
+                     "stablehlo.select_and_scatter", "stablehlo.if", "stablehlo.case",
+                     "stablehlo.triangular_solve"}
 
 
 def _not_imported() -> dict[str, str]:
