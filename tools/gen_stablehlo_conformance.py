@@ -316,6 +316,9 @@ case("chlo_special", lambda g, u, a, b: (lax.lgamma(g), lax.digamma(g), lax.erf_
      np.array([1.0, -1.0, 2.0, -2.0, 3.5, 0.0, 0.0, np.nan], np.float32))
 case("chlo_erfc_half", lambda h, b: (lax.erfc(h), lax.erfc(b)),
      np.linspace(-3, 6, 40).astype(np.float16), np.linspace(-3, 9.5, 60).astype(jnp.bfloat16))
+case("chlo_bessel_i1e", lambda x, d: (lax.bessel_i1e(x), lax.bessel_i1e(d)),
+     np.concatenate([f32(10, lo=-8, hi=8), np.array([0.0, 29.5, 30.5, -45.0, 200.0, 1e-3], np.float32)]),
+     np.array([0.0, 0.5, -3.0, 12.0, 99.0, 101.0, -250.0, 1e4]))
 
 # ---------------------------------------------------------------- refused on purpose
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))

@@ -122,11 +122,11 @@ def test_every_unsupported_op_is_listed(tmp_path):
         %1 = stablehlo.negate %0 : tensor<4xf32>
         %2 = stablehlo.custom_call @my_kernel(%0) {backend_config = ""} : (tensor<4xf32>) -> tensor<4xf32>
         %3 = "stablehlo.cholesky"(%2) <{lower = true}> : (tensor<4xf32>) -> tensor<4xf32>
-        %4 = chlo.bessel_i1e %3 : tensor<4xf32> -> tensor<4xf32>
+        %4 = chlo.zeta %3, %3 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
         return %4 : tensor<4xf32>""")
     message = error_of(tmp_path, text, UnsupportedOpsError)
     assert message == (": 4 unsupported ops: stablehlo.rng_bit_generator (line 3), stablehlo.custom_call @my_kernel (line 7), "
-                       "stablehlo.cholesky (line 8), chlo.bessel_i1e (line 9)")
+                       "stablehlo.cholesky (line 8), chlo.zeta (line 9)")
     assert UnsupportedOpsError([]).exit_code == EXIT_UNSUPPORTED
 
 

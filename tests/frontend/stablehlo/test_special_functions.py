@@ -100,3 +100,24 @@ def test_next_after_is_numpys(tmp_path, dtype):
     assert_same(evaluate_text(text, [x, y])[0], want)
     if dtype == np.float32:
         assert_same(run_kernels(text, [x, y], tmp_path)[0], want, "kernels")
+
+
+def i1e_reference(x: float) -> float:
+    """exp(-|x|) I1(x) from I1's power series (all terms positive: no cancellation)."""
+    half, total, term, k = abs(x) / 2, 0.0, abs(x) / 2, 0
+    while term > 1e-18 * total or k < 5:
+        total += term
+        k += 1
+        term *= half * half / (k * (k + 1))
+    return math.copysign(total * math.exp(-abs(x)), x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bessel_i1e(dtype):
+    x = np.array([0.0, 1e-3, 0.5, -1.0, 2.5, -7.0, 15.0, 29.9, 30.1, 45.0, -60.0, 99.0, 101.0, 150.0], dtype)
+    t = tensor(x.shape, x.dtype)
+    text = module_text([x], [(x.shape, x.dtype)], f"    %0 = chlo.bessel_i1e %arg0 : {t} -> {t}\n    return %0 : {t}")
+    (got,) = evaluate_text(text, [x])
+    want = np.array([i1e_reference(v) for v in x.astype(np.float64)])
+    rtol = 2e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=1e-300)

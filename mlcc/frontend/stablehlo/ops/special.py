@@ -186,3 +186,42 @@ def import_next_after(cx: Context, op: Op, args: list[Instruction]) -> Results:
     result = m.where(m.cmp(x, y, "EQ"), y, result)
     nan = b.op("or", [m.cmp(x, x, "NE"), m.cmp(y, y, "NE")])
     return m.where(nan, m.c(np.nan), result)
+
+
+# ---------------------------------------------------------------- bessel_i1e
+@stablehlo_op("chlo.bessel_i1e")
+def import_bessel_i1e(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """exp(-|x|) I1(x), odd in x. Below |x| = 2, I1's power series; then (1/2pi) times the integral over a
+    period of exp(|x| (cos t - 1)) cos t by the trapezoidal rule on M points (exact up to Fourier modes of
+    order M, negligible below the crossover); above it Hankel's asymptotic series (f32: M = 64, from 30 on;
+    f64: M = 128, from 100 on)."""
+    (x0,) = args
+    _float_operand(cx, op, x0)
+    x = _widened(cx, x0)
+    m = Math(cx, x)
+    wide = x.shape.dtype == "f64"
+    points, crossover, terms = (128, 100.0, 14) if wide else (64, 30.0, 8)
+    a = m.op("abs", x)
+    near = m.op("minimum", a, crossover)  # keeps exp finite where the series is used instead
+    total = m.c(0.0)
+    for k in range(points // 2 + 1):
+        c = math.cos(2 * math.pi * k / points)
+        weight = (1.0 if k in (0, points // 2) else 2.0) / points
+        total = m.add(total, m.mul(m.op("exp", m.mul(near, c - 1.0)), weight * c))
+    far = m.op("maximum", a, crossover)
+    series, term = m.c(1.0), m.c(1.0)
+    inv8x = m.div(1.0, m.mul(far, 8.0))
+    for k in range(1, terms + 1):  # ((2k-1)^2 - 4) / (k 8x) times the previous term
+        term = m.mul(term, m.mul(inv8x, ((2 * k - 1) ** 2 - 4.0) / k))
+        series = m.add(series, term)
+    asymptotic = m.mul(series, m.op("rsqrt", m.mul(far, 2 * math.pi)))
+    small = m.op("minimum", a, 2.0)  # below 2 the sum cancels: I1's power series, every term positive
+    y = m.mul(m.mul(small, small), 0.25)
+    term = power = m.mul(small, 0.5)
+    for k in range(1, 14):
+        term = m.mul(term, m.mul(y, 1.0 / (k * (k + 1))))
+        power = m.add(power, term)
+    power = m.mul(power, m.op("exp", m.op("negate", small)))
+    magnitude = m.where(m.cmp(a, crossover, "LT"), m.where(m.cmp(a, 2.0, "LT"), power, total), asymptotic)
+    result = m.where(m.cmp(x, 0.0, "LT"), m.op("negate", magnitude), magnitude)
+    return _narrowed(cx, result, x0.shape.dtype)
