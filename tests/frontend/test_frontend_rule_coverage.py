@@ -46,7 +46,7 @@ STABLEHLO_NOT_IMPORTED = {
            "dynamic_reshape", "real_dynamic_slice", "get_dimension_size", "set_dimension_size"),
     **_all("an opaque call into a framework's library: reported with its call target", "custom_call"),
     **_all("a region's terminator: read with the region it ends", "return"),
-    **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple", "map"),
+    **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple"),
 }
 
 CHLO_NOT_IMPORTED = {
@@ -79,7 +79,7 @@ OTHER_NOT_IMPORTED = {
 # pretty-form reader.
 GENERIC_FORM_ONLY = {"stablehlo.gather", "stablehlo.reduce_window", "stablehlo.scatter", "stablehlo.sort",
                      "stablehlo.select_and_scatter", "stablehlo.if", "stablehlo.case",
-                     "stablehlo.triangular_solve"}
+                     "stablehlo.triangular_solve", "stablehlo.map"}
 
 
 def _not_imported() -> dict[str, str]:

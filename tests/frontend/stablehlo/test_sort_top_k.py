@@ -1,5 +1,5 @@
 """stablehlo.sort (any comparator, several operands, any dimension, stable) and chlo.top_k against numpy's
-stable sorts, through the evaluator and the generated kernels; compare's TOTALORDER type."""
+stable sorts, through the evaluator and the generated kernels; compare's TOTALORDER type; stablehlo.map."""
 
 from __future__ import annotations
 
@@ -147,3 +147,17 @@ def test_totalorder_compare_orders_nan_and_signed_zeros():
     total, plain = evaluate_text(module_text([a, b], [(a.shape, np.bool_)] * 2, body), [a, b])
     np.testing.assert_array_equal(total, [True, False, False, True, True, True])
     np.testing.assert_array_equal(plain, a < b)
+
+
+def test_map_applies_its_computation_to_every_element(tmp_path):
+    a = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
+    b = rng.uniform(-2, 2, (3, 4)).astype(np.float32)
+    t, s = tensor(a.shape, a.dtype), tensor((), np.float32)
+    body = (f'    %0 = "stablehlo.map"(%arg0, %arg1) <{{dimensions = array<i64: 0, 1>}}> ({{\n'
+            f'    ^bb0(%x: {s}, %y: {s}):\n      %c = stablehlo.constant dense<0.5> : {s}\n'
+            f'      %m = stablehlo.multiply %x, %c : {s}\n      %r = stablehlo.maximum %m, %y : {s}\n'
+            f'      stablehlo.return %r : {s}\n    }}) : ({t}, {t}) -> {t}\n    return %0 : {t}')
+    text = module_text([a, b], [(a.shape, a.dtype)], body)
+    want = np.maximum(a * np.float32(0.5), b)
+    assert_same(evaluate_text(text, [a, b])[0], want)
+    assert_same(run_kernels(text, [a, b], tmp_path)[0], want)

@@ -113,3 +113,13 @@ def _select(cx: Context, pred: Instruction, a: Instruction, b: Instruction) -> I
     if a.shape.rank:
         pred = cx.b.broadcast_to(pred, a.shape.dims)
     return cx.b.op("select", [pred, a, b])
+
+
+@stablehlo_op("stablehlo.map")
+def import_map(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """The scalar computation applied to every element: its ops applied to the whole tensors at once."""
+    if not op.regions or not args:
+        raise cx.error(op, "map needs operands and a computation")
+    dims = tuple(args[0].shape.dims)
+    (result,) = cx.import_lifted(op.regions[0], list(args), dims)
+    return result if tuple(result.shape.dims) == dims else cx.b.broadcast_to(result, dims)
