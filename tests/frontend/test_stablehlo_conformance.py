@@ -96,8 +96,10 @@ def test_conformance_set_covers_the_ops():
     for op in ("constant", "iota", "convert", "bitcast_convert", "select", "clamp", "broadcast_in_dim", "reshape",
                "transpose", "slice", "dynamic_slice", "dynamic_update_slice", "concatenate", "pad", "reverse",
                "dot_general", "convolution", "reduce", "reduce_window", "gather", "scatter", "while", "compare",
-               "sort"):
+               "sort", "select_and_scatter", "case", "reduce_precision"):
         assert f"stablehlo.{op}" in ops, op
+    for op in ("top_k", "lgamma", "digamma", "erf_inv", "next_after", "bessel_i1e", "erfc"):
+        assert f"chlo.{op}" in ops, op
 
 
 def test_portable_artifact():
