@@ -245,13 +245,84 @@ case("transformer_scan", _transformer, ints(8, lo=0, hi=_VOCAB), {
     "wo": f32(_LAYERS, _DIM, _DIM, lo=-0.3, hi=0.3), "wqkv": f32(_LAYERS, _DIM, 3 * _DIM, lo=-0.3, hi=0.3)})
 case("call", lambda a, b: (jax.nn.relu(a) + jax.jit(lambda z: z * 2.0)(b), jnp.where(a > b, a, b)), X, Y)
 
+# ---------------------------------------------------------------- general gather and scatter forms, sort, top_k
+# (after every case above, so the inputs drawn for those stay the same)
+case("sort", lambda a: jnp.sort(a, axis=1), X)
+_T3 = f32(4, 5, 6)
+case("gather_forms", lambda t, i, j, k: (t[i, :, j], t[:, i, 1:4], jnp.take(t, i, axis=2, mode="clip"),
+                                         t[i[:2, None], j[None, :2]],
+                                         jax.vmap(lambda r, s: lax.dynamic_slice(r, (s, s), (2, 3)))(t, k)),
+     _T3, ints(3, lo=-1, hi=6), ints(3, lo=0, hi=6), ints(4, lo=0, hi=5))
+case("scatter_forms", lambda t, i, j, k, u, v, w, m: (
+    t.at[i, 1:3].add(u), t.at[:, i].set(v), t.at[i, :, j].multiply(m),
+    t.at[i].min(jnp.broadcast_to(u[:, :1], (3, 5, 6))), t.at[i, :, j].apply(lambda e: e * 2.0 + 1.0),
+    jax.vmap(lambda r, s, x: lax.dynamic_update_slice(r, x, (s, s)))(t, k, w)),
+     _T3, ints(3, lo=0, hi=4), ints(3, lo=0, hi=6), ints(4, lo=0, hi=5), f32(3, 2, 6), f32(4, 3, 6), f32(4, 2, 3),
+     f32(3, 5))
+case("scatter_segments", lambda d, s: (jax.ops.segment_sum(d, s, 5), jax.ops.segment_max(d, s, 5),
+                                       jax.ops.segment_min(d, s, 5), jax.ops.segment_prod(d, s, 5)),
+     f32(9, 3), ints(9, lo=0, hi=6))
+case("sort_forms", lambda a, k, b: (jnp.sort(a, axis=0), jnp.argsort(a, axis=1), lax.sort((k, a), num_keys=1),
+                                    lax.sort((k, a[::-1], a), dimension=0, num_keys=2), jnp.sort(b, axis=-1),
+                                    -jnp.sort(-a, axis=1)),
+     np.round(X * 2), ints(4, 8, lo=0, hi=3), X.astype(jnp.bfloat16))
+case("top_k", lambda a, i, b: (*lax.top_k(a, 3), *lax.top_k(i, 5), *lax.top_k(b, 2)),
+     np.round(X * 2), IA, X.astype(jnp.float16))
+
+_IMG = f32(1, 6, 7, 2)
+
+
+def _argmax_pool(x: Any) -> Any:
+    def body(a: Any, b: Any) -> Any:
+        take = b[0] > a[0]
+        return jnp.where(take, b[0], a[0]), jnp.where(take, b[1], a[1])
+    idx = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+    return lax.reduce_window((x, idx), (np.float32(-np.inf), np.int32(0)), body, (2, 2), (2, 2), "VALID")
+
+
+case("reduce_window_forms", lambda x, y, i: (
+    lax.reduce_window(x, np.float32(1.0), lax.mul, (1, 2, 2, 1), (1, 1, 2, 1), "VALID"),
+    lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), ((0, 0), (1, 2), (2, 1), (0, 0)),
+                      base_dilation=(1, 2, 1, 1)),
+    lax.reduce_window(y, np.float32(0.5), lax.add, (2, 3), (1, 2), ((1, 1), (2, 0))),
+    *_argmax_pool(y), lax.reduce_window(i, np.int32(0), lax.bitwise_or, (2, 2), (1, 1), "SAME"),
+    jax.grad(lambda z: lax.reduce_window(z, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum())(x)),
+    _IMG, X, ints(4, 8, lo=0, hi=16))
+case("select_and_scatter", lambda x, y: (
+    jax.grad(lambda z: (lax.reduce_window(z, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") ** 2).sum())(x),
+    jax.grad(lambda z: lax.reduce_window(z, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum())(x),
+    jax.grad(lambda z: (lax.reduce_window(z, jnp.inf, lax.min, (2, 3), (1, 2), "SAME") * 3.0).sum())(y)),
+    _IMG, np.round(X * 2))
+case("conv_transpose", lambda x, w, v, k: (
+    lax.conv_transpose(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    lax.conv_transpose(x, w, (2, 1), ((2, 0), (1, 1)), dimension_numbers=("NHWC", "HWIO", "NHWC")),
+    lax.conv_general_dilated(v, k, (1,), ((0, 1),), lhs_dilation=(3,), dimension_numbers=("NCW", "OIW", "NCW"))),
+    f32(1, 4, 4, 2), f32(3, 3, 2, 2), f32(2, 3, 5), f32(4, 3, 2))
+case("cond_switch", lambda p, i, x: (lax.cond(p, lambda a: (a * 2, a.sum()), lambda a: (a - 1, a.max()), x),
+                                     lax.switch(i, [lambda a: a + 1, lambda a: a * 3, jnp.sin], x),
+                                     lax.switch(i + 5, [lambda a: a + 1, jnp.cos], x)),
+     np.bool_(False), np.int32(1), X)
+case("reduce_precision", lambda x, h: (lax.reduce_precision(x, 4, 3), lax.reduce_precision(x, 5, 2),
+                                       lax.reduce_precision(x * 1e30, 8, 7), lax.reduce_precision(x * 1e-3, 5, 10),
+                                       lax.reduce_precision(h, 4, 3), lax.reduce_precision(x, 2, 1)),
+     np.concatenate([X, SPECIAL.reshape(1, 8)]), X.astype(np.float16))
+_GAMMA = np.concatenate([f32(12, lo=-4.5, hi=6.0), np.array([0.5, 1.0, 2.0, 1e-3, -0.25, 30.0, 100.5, 3.5],
+                                                               np.float32)])
+case("chlo_special", lambda g, u, a, b: (lax.lgamma(g), lax.digamma(g), lax.erf_inv(u), jnp.nextafter(a, b),
+                                         lax.lgamma(g.astype(np.float64)), lax.erf_inv(u.astype(np.float64)),
+                                         lax.digamma(g.astype(jnp.bfloat16))),
+     _GAMMA, np.concatenate([UNIT.reshape(-1)[:14], np.array([0.999, -0.9999], np.float32)]),
+     np.array([0.0, -0.0, 1.0, -1.0, 3.5, np.inf, 1e-45, -2.0], np.float32),
+     np.array([1.0, -1.0, 2.0, -2.0, 3.5, 0.0, 0.0, np.nan], np.float32))
+case("chlo_erfc_half", lambda h, b: (lax.erfc(h), lax.erfc(b)),
+     np.linspace(-3, 6, 40).astype(np.float16), np.linspace(-3, 9.5, 60).astype(jnp.bfloat16))
+case("chlo_bessel_i1e", lambda x, d: (lax.bessel_i1e(x), lax.bessel_i1e(d)),
+     np.concatenate([f32(10, lo=-8, hi=8), np.array([0.0, 29.5, 30.5, -45.0, 200.0, 1e-3], np.float32)]),
+     np.array([0.0, 0.5, -3.0, 12.0, 99.0, 101.0, -250.0, 1e4]))
+
 # ---------------------------------------------------------------- refused on purpose
-UNSUPPORTED["sort"] = (lambda a: jnp.sort(a, axis=1), (X,))
 UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))
-UNSUPPORTED["conv_transpose"] = (lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME",
-                                                                 dimension_numbers=("NHWC", "HWIO", "NHWC")),
-                                 (f32(1, 4, 4, 2), f32(3, 3, 2, 2)))
 
 
 # ---------------------------------------------------------------- writing
@@ -267,7 +338,7 @@ def _storable(a: Any) -> np.ndarray:
 
 def save_ref(path: Any, args: tuple, outputs: Any) -> None:
     """Inputs in @main's argument order (the flattened pytree of args) and outputs, in order."""
-    outs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+    outs = jax.tree_util.tree_leaves(outputs)  # nested tuples (lax.sort of several operands) flattened
     arrays = {f"arg{i}": _storable(a) for i, a in enumerate(jax.tree_util.tree_leaves(args))}
     arrays.update({f"out{i}": _storable(o) for i, o in enumerate(outs)})
     np.savez_compressed(path, **arrays)

@@ -116,18 +116,17 @@ def test_missing_file(tmp_path):
 # ---------------------------------------------------------------- unsupported ops
 def test_every_unsupported_op_is_listed(tmp_path):
     text = program("""
-        %0 = "stablehlo.sort"(%arg0) <{dimension = 0 : i64}> ({
-        ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-          %1 = stablehlo.compare LT, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
-          stablehlo.return %1 : tensor<i1>
-        }) : (tensor<4xf32>) -> tensor<4xf32>
+        %0 = "stablehlo.rng_bit_generator"(%arg0) <{rng_algorithm = #stablehlo<rng_algorithm DEFAULT>}> : (
+          tensor<4xf32>
+        ) -> tensor<4xf32>
+        %1 = stablehlo.negate %0 : tensor<4xf32>
         %2 = stablehlo.custom_call @my_kernel(%0) {backend_config = ""} : (tensor<4xf32>) -> tensor<4xf32>
-        %3 = stablehlo.reduce_precision %2, format = e5m2 : tensor<4xf32>
-        %4 = chlo.lgamma %3 : tensor<4xf32> -> tensor<4xf32>
+        %3 = "stablehlo.cholesky"(%2) <{lower = true}> : (tensor<4xf32>) -> tensor<4xf32>
+        %4 = chlo.zeta %3, %3 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
         return %4 : tensor<4xf32>""")
     message = error_of(tmp_path, text, UnsupportedOpsError)
-    assert message == (": 4 unsupported ops: stablehlo.sort (line 3), stablehlo.custom_call @my_kernel (line 8), "
-                       "stablehlo.reduce_precision (line 9), chlo.lgamma (line 10)")
+    assert message == (": 4 unsupported ops: stablehlo.rng_bit_generator (line 3), stablehlo.custom_call @my_kernel (line 7), "
+                       "stablehlo.cholesky (line 8), chlo.zeta (line 9)")
     assert UnsupportedOpsError([]).exit_code == EXIT_UNSUPPORTED
 
 

@@ -18,7 +18,8 @@ from mlcc.frontend.stablehlo.bytecode import BYTECODE_MAGIC, bytecode_to_text
 from mlcc.frontend.stablehlo.errors import (StableHLOError, StableHLOParseError, StableHLOUnsupportedError,
                                             UnsupportedOpsError)
 from mlcc.frontend.stablehlo.importer import RULES, import_module
-from mlcc.frontend.stablehlo.ops import contraction, control, data, elementwise, indexing, reduction  # noqa: F401
+from mlcc.frontend.stablehlo.ops import (contraction, control, data, elementwise, indexing, reduction,  # noqa: F401
+                                         precision, sorting, special, windows)
 from mlcc.frontend.stablehlo.parser import Parser
 from mlcc.hlo.ir import Module
 

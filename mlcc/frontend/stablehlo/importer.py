@@ -33,6 +33,12 @@ Rule = Callable[["Context", Op, list[Instruction]], Results]
 RULES: RuleTable[Rule] = RuleTable("StableHLO import rule", keys=KNOWN_OPS)
 
 TERMINATORS = ("func.return", "stablehlo.return")
+# ops a scalar region may apply over a whole tensor at once (Context.import_lifted): elementwise, no shape attrs
+LIFTABLE = frozenset(f"stablehlo.{n}" for n in """
+abs add and atan2 bitcast_convert cbrt ceil clamp compare constant convert cosine divide exponential
+exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt power
+remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
+sign sine sqrt subtract tan tanh xor""".split())
 MAX_UNROLLED_OPS = 20000  # ops a module may grow to by unrolling loops and inlining calls
 
 
@@ -70,6 +76,7 @@ class Context:
         self.env = Env()
         self.call_stack: list[str] = []
         self.imported_ops = 0
+        self.lifted: tuple[int, ...] | None = None  # dims a scalar region is applied over (see import_lifted)
 
     # ---- errors
     def error(self, op: Op, message: str) -> StableHLOParseError:
@@ -126,6 +133,16 @@ class Context:
         finally:
             self.env = saved
 
+    def import_lifted(self, region: list[Block], args: Sequence[Instruction], dims: Sequence[int]) -> list[Instruction]:
+        """A region written on scalars (a comparator, a scatter body) applied at once to tensors of dims:
+        its elementwise ops take the tensors, and its rank-0 values are broadcast where they meet them."""
+        saved = self.lifted
+        self.lifted = tuple(dims)
+        try:
+            return self.import_region(region, args)
+        finally:
+            self.lifted = saved
+
     def import_block(self, block: Block, args: Sequence[Instruction]) -> list[Instruction]:
         if len(block.args) != len(args):
             raise StableHLOParseError(f"a block of {len(block.args)} arguments receives {len(args)} values",
@@ -150,6 +167,11 @@ class Context:
             raise self.unsupported(op, f"the program grows past {MAX_UNROLLED_OPS} ops once calls are inlined "
                                        "and loops unrolled")
         args = [self.lookup(op, v) for v in op.operands]
+        if self.lifted is not None:
+            if op.name not in LIFTABLE and op.name != "func.call" and not op.name.startswith("chlo."):
+                raise self.unsupported(op, "only elementwise ops can be applied over a tensor in this region")
+            if any(a.shape.rank for a in args):
+                args = [self.b.broadcast_to(a, self.lifted) if a.shape.rank == 0 else a for a in args]
         with self.b.origin(self.origin(op)):
             try:
                 out = self.fold(op, args)
@@ -179,6 +201,8 @@ class Context:
 
     def check_result(self, op: Op, value: Value, inst: Instruction) -> None:
         declared = self.shape(op, value.type)
+        if self.lifted is not None and not declared.dims and tuple(inst.shape.dims) == self.lifted:
+            declared = Shape(declared.dtype, self.lifted)
         if inst.shape.is_tuple or inst.shape.dtype != declared.dtype or tuple(inst.shape.dims) != declared.dims:
             raise self.error(op, f"result {value.name} is declared {value.type} but its operands give "
                                  f"{_tensor_text(inst.shape)}")
@@ -198,6 +222,8 @@ class Context:
             raise self.error(op, f"@{name} takes {len(fn.args)} arguments, the call passes {len(args)}")
         for i, (value, inst) in enumerate(zip(fn.args, args)):
             declared = self.shape(op, value.type)
+            if self.lifted is not None and not declared.dims and tuple(inst.shape.dims) == self.lifted:
+                declared = Shape(declared.dtype, self.lifted)
             if declared.dtype != inst.shape.dtype or declared.dims != tuple(inst.shape.dims):
                 raise self.error(op, f"argument {i} of @{name} is {value.type}, the call passes "
                                      f"{_tensor_text(inst.shape)}")

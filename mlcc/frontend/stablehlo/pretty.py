@@ -22,7 +22,7 @@ sine sqrt subtract tan tanh xor complex
 """
 _CHLO_UNARY = """
 acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf is_neg_inf
-is_pos_inf lgamma sinh square tan
+is_pos_inf lgamma sinh square tan next_after
 """
 
 KeywordReader = Callable[[Parser], Any]
@@ -340,6 +340,48 @@ def read_composite(p: Parser, name: str) -> OpParts:
         raise p.lx.error("composite needs a function type")
     p.check_types(operands, positions, inputs)
     return OpParts(operands, attrs, [], results)
+
+
+def _float_format(p: Parser) -> tuple[int, int]:
+    """``e4m3``: (exponent bits, mantissa bits)."""
+    tok = p.lx.next()
+    text = tok.text
+    if tok.kind != "ident" or not text.startswith("e") or "m" not in text:
+        raise p.lx.error(f"expected a format such as e5m2, found {describe(tok)}", tok.pos)
+    e, m = text[1:].split("m", 1)
+    if not (e.isdigit() and m.isdigit()):
+        raise p.lx.error(f"expected a format such as e5m2, found {describe(tok)}", tok.pos)
+    return int(e), int(m)
+
+
+@pretty("stablehlo.reduce_precision")
+def read_reduce_precision(p: Parser, name: str) -> OpParts:
+    operands, positions, attrs, words = items(p, {"format": _float_format})
+    if words or "format" not in attrs:
+        raise p.lx.error("reduce_precision needs format = eXmY")
+    attrs["exponent_bits"], attrs["mantissa_bits"] = attrs.pop("format")
+    return OpParts(operands, attrs, [], same_type_signature(p, operands, positions))
+
+
+@pretty("chlo.top_k")
+def read_top_k(p: Parser, name: str) -> OpParts:
+    """``chlo.top_k(%x, k = 3) : tensor<4x8xf32> -> (tensor<4x3xf32>, tensor<4x3xi32>)``"""
+    p.lx.expect("(")
+    operand, pos = p.operand()
+    p.lx.expect(",")
+    word = p.lx.expect_kind("ident", "k")
+    if word.text != "k":
+        raise p.lx.error(f"expected 'k', found {describe(word)}", word.pos)
+    p.lx.expect("=", "after 'k'")
+    k = p.int_value()
+    p.lx.expect(")")
+    attrs = p.attr_dict() if p.lx.at("{") else {}
+    attrs["k"] = k
+    inputs, results = signature(p)
+    if results is None:
+        raise p.lx.error("top_k needs its result types")
+    p.check_types([operand], [pos], inputs)
+    return OpParts([operand], attrs, [], results)
 
 
 @pretty("func.call")

@@ -57,10 +57,11 @@ def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if int(op.attrs.get("batch_group_count", 1)) != 1:
         raise cx.unsupported(op, "batch_group_count other than 1 is not supported")
     lhs_dilation = int_tuple(cx, op, "lhs_dilation", ones)
-    if any(d != 1 for d in lhs_dilation):
-        raise cx.unsupported(op, f"lhs_dilation {list(lhs_dilation)} (a transposed convolution) is not supported")
     padding = np.asarray(as_array(op.attrs["padding"]), dtype=np.int64).reshape(spatial, 2) \
         if "padding" in op.attrs else np.zeros((spatial, 2), np.int64)
+    if any(d != 1 for d in lhs_dilation):  # a transposed convolution: the input dilated and padded by pad
+        x = _dilated(cx, x, labels["lhs"], lhs_dilation, padding)
+        padding = np.zeros((spatial, 2), np.int64)
     reversal = [bool(r) for r in op.attrs.get("window_reversal", [False] * spatial)]
     if any(reversal):  # a reversed window is the convolution with the kernel flipped
         w = cx.b.op("reverse", [w], dimensions=tuple(labels["rhs"].index(str(k))
@@ -73,3 +74,78 @@ def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
                    rhs_dilation=int_tuple(cx, op, "rhs_dilation", ones),
                    feature_group_count=int(op.attrs.get("feature_group_count", 1)),
                    dim_labels=f"{labels['lhs']}_{labels['rhs']}->{labels['out']}")
+
+
+def _dilated(cx: Context, x: Instruction, lhs_labels: str, dilation: tuple[int, ...], padding: np.ndarray) -> Instruction:
+    """x with dilation - 1 zeros between its spatial elements and the convolution's padding at its edges."""
+    rank = x.shape.rank
+    low, high, interior = [0] * rank, [0] * rank, [0] * rank
+    for k in range(len(dilation)):
+        d = lhs_labels.index(str(k))
+        low[d], high[d], interior[d] = int(padding[k, 0]), int(padding[k, 1]), dilation[k] - 1
+    return cx.b.op("pad", [x, cx.scalar(0, x.shape.dtype)], edge_padding_low=tuple(low),
+                   edge_padding_high=tuple(high), interior_padding=tuple(interior))
+
+
+# ---------------------------------------------------------------- triangular_solve
+MAX_TRIANGULAR_ROWS = 256  # rows solved one after another (forward substitution, unrolled)
+
+
+@stablehlo_op("stablehlo.triangular_solve")
+def import_triangular_solve(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """op(a) x = b (left_side) or x op(a) = b, by forward substitution one row at a time: the right side and
+    op(a) = a^T become the left, lower form by transposing, an upper triangle becomes lower by reversing."""
+    a, b = args
+    rank = a.shape.rank
+    if rank < 2 or b.shape.rank != rank or a.shape.dims[-1] != a.shape.dims[-2]:
+        raise cx.error(op, "triangular_solve takes a square a and b of the same rank")
+    lower = bool(op.attrs.get("lower", False))
+    transpose = str(op.attrs.get("transpose_a", "NO_TRANSPOSE")).split()[-1].strip(">")
+    if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
+        raise cx.error(op, f"unknown transpose_a {transpose}")
+    n = int(a.shape.dims[-1])
+    if n > MAX_TRIANGULAR_ROWS:
+        raise cx.unsupported(op, f"a {n} x {n} system (at most {MAX_TRIANGULAR_ROWS} rows are unrolled)")
+    swap = list(range(rank - 2)) + [rank - 1, rank - 2]
+    left = bool(op.attrs.get("left_side", False))
+    flip_a = transpose != "NO_TRANSPOSE"
+    if not left:  # x op(a) = b  <=>  op(a)^T x^T = b^T
+        flip_a = not flip_a
+        b = cx.b.transpose(b, swap)
+    if flip_a:
+        a, lower = cx.b.transpose(a, swap), not lower
+    if not lower:  # reverse rows and columns: the upper triangle becomes the lower one
+        a = cx.b.op("reverse", [a], dimensions=(rank - 2, rank - 1))
+        b = cx.b.op("reverse", [b], dimensions=(rank - 2,))
+    x = _forward_substitution(cx, a, b, bool(op.attrs.get("unit_diagonal", False)))
+    if not lower:
+        x = cx.b.op("reverse", [x], dimensions=(rank - 2,))
+    return x if left else cx.b.transpose(x, swap)
+
+
+def _forward_substitution(cx: Context, a: Instruction, b: Instruction, unit: bool) -> Instruction:
+    rank = a.shape.rank
+    n, m = int(a.shape.dims[-1]), int(b.shape.dims[-1])
+    batch = tuple(a.shape.dims[:-2])
+    zeros = (0,) * (rank - 2)
+    ones = (1,) * rank
+
+    def block(x: Instruction, r0: int, r1: int, c0: int, c1: int) -> Instruction:
+        return cx.b.op("slice", [x], start_indices=zeros + (r0, c0), limit_indices=batch + (r1, c1), strides=ones)
+
+    rows: list[Instruction] = []
+    for i in range(n):
+        row = block(b, i, i + 1, 0, m)
+        if rows:
+            done = rows[0] if len(rows) == 1 else cx.b.op("concatenate", rows, dimension=rank - 2)
+            batch_dims = tuple(range(rank - 2))
+            row = cx.b.op("subtract", [row, cx.b.op("dot", [block(a, i, i + 1, 0, i), done],
+                                                      lhs_batch_dims=batch_dims, rhs_batch_dims=batch_dims,
+                                                      lhs_contracting_dims=(rank - 1,),
+                                                      rhs_contracting_dims=(rank - 2,))])
+        if not unit:
+            diagonal = block(a, i, i + 1, i, i + 1)
+            row = cx.b.op("divide", [row, cx.b.op("broadcast", [cx.b.reshape(diagonal, batch)], row.shape,
+                                                  dimensions=tuple(range(rank - 2)))])
+        rows.append(row)
+    return rows[0] if n == 1 else cx.b.op("concatenate", rows, dimension=rank - 2)

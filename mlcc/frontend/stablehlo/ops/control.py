@@ -1,4 +1,10 @@
-"""Calls (inlined), composites (their decomposition, inlined) and while loops (unrolled)."""
+"""Calls (inlined), composites (their decomposition, inlined), while loops (unrolled) and if/case.
+
+An if or case whose predicate or index is known at import time imports the branch it
+takes; otherwise every branch is imported (they have no side effects) and each result
+is selected from the branches' results by the predicate or index (an index out of
+range takes the last branch, as the spec says).
+"""
 
 from __future__ import annotations
 
@@ -69,3 +75,51 @@ def _condition(cx: Context, block: Block, carried: list[Instruction]) -> bool | 
             return None
         known[id(op.results[0])] = out
     return None
+
+
+@stablehlo_op("stablehlo.if")
+def import_if(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    if len(op.regions) != 2:
+        raise cx.error(op, "if needs a true and a false region")
+    (pred,) = args
+    known = cx.value_of(pred)
+    if known is not None:
+        return cx.import_region(op.regions[0] if bool(known.reshape(())) else op.regions[1], [])
+    on_true, on_false = (cx.import_region(r, []) for r in op.regions)
+    return [_select(cx, pred, t, f) for t, f in zip(on_true, on_false)]
+
+
+@stablehlo_op("stablehlo.case")
+def import_case(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    if not op.regions:
+        raise cx.error(op, "case needs at least one branch")
+    (index,) = args
+    n = len(op.regions)
+    known = cx.value_of(index)
+    if known is not None:
+        i = int(known.reshape(()))
+        return cx.import_region(op.regions[i if 0 <= i < n else n - 1], [])
+    branches = [cx.import_region(r, []) for r in op.regions]
+    results = branches[-1]
+    for i in reversed(range(n - 1)):
+        here = cx.b.op("compare", [index, cx.scalar(i, index.shape.dtype)], direction="EQ")
+        results = [_select(cx, here, a, b) for a, b in zip(branches[i], results)]
+    return results
+
+
+def _select(cx: Context, pred: Instruction, a: Instruction, b: Instruction) -> Instruction:
+    if a is b:
+        return a
+    if a.shape.rank:
+        pred = cx.b.broadcast_to(pred, a.shape.dims)
+    return cx.b.op("select", [pred, a, b])
+
+
+@stablehlo_op("stablehlo.map")
+def import_map(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """The scalar computation applied to every element: its ops applied to the whole tensors at once."""
+    if not op.regions or not args:
+        raise cx.error(op, "map needs operands and a computation")
+    dims = tuple(args[0].shape.dims)
+    (result,) = cx.import_lifted(op.regions[0], list(args), dims)
+    return result if tuple(result.shape.dims) == dims else cx.b.broadcast_to(result, dims)

@@ -47,14 +47,6 @@ def import_square(cx: Context, op: Op, args: list[Instruction]) -> Results:
     return cx.b.op("multiply", [args[0], args[0]])
 
 
-@stablehlo_op("chlo.erfc")
-def import_erfc(cx: Context, op: Op, args: list[Instruction]) -> Results:
-    """1 - erf(x): exact gelu lowers to it. Loses relative precision where erfc(x) is tiny (x > ~3)."""
-    (x,) = args
-    one = cx.b.splat(1, x.shape.dtype, x.shape.dims)
-    return cx.b.op("subtract", [one, cx.b.op("erf", [x])])
-
-
 @stablehlo_op("chlo.is_pos_inf", "chlo.is_neg_inf")
 def import_is_signed_inf(cx: Context, op: Op, args: list[Instruction]) -> Results:
     (x,) = args
@@ -68,7 +60,24 @@ def import_compare(cx: Context, op: Op, args: list[Instruction]) -> Results:
     direction = op.attrs.get("comparison_direction")
     if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
         raise cx.error(op, f"unknown comparison direction {direction!r}")
+    if op.attrs.get("compare_type") == "TOTALORDER":  # floats compared by their total order (NaN, -0 included)
+        args = [total_order_key(cx, a) for a in args]
     return cx.b.op("compare", args, direction=direction)
+
+
+def total_order_key(cx: Context, x: Instruction) -> Instruction:
+    """An integer ordering like float x in the total order (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN): the
+    sign-magnitude bits made two's complement. Other types are their own key."""
+    dtype = x.shape.dtype
+    if dtype not in ("f16", "bf16", "f32", "f64"):
+        return x
+    width = 8 * DTYPE_BYTES[dtype]
+    bits = f"s{width}"
+    signed = cx.b.op("bitcast-convert", [x], x.shape.with_dtype(bits))
+    dims = tuple(x.shape.dims)
+    sign = cx.b.op("shift-right-arithmetic", [signed, cx.b.splat(width - 1, bits, dims)])
+    magnitude = cx.b.op("and", [sign, cx.b.splat((1 << (width - 1)) - 1, bits, dims)])
+    return cx.b.op("xor", [signed, magnitude])
 
 
 @stablehlo_op("stablehlo.select")

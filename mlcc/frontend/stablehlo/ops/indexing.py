@@ -1,14 +1,16 @@
-"""gather and scatter, in the forms JAX emits for indexing, take and .at[].set/add.
+"""gather and scatter: the forms JAX emits for indexing on fast paths, every other form by index map.
 
-StableHLO's gather is general; the IR has numpy-style gather (one axis), ONNX-style
-gather-nd and dynamic-slice. A gather whose indexed dims take slices of size 1
-and whose other dims are taken whole becomes gather / gather-nd plus transposes;
-one with a single index vector and arbitrary slice sizes becomes dynamic-slice.
-StableHLO clamps gather start indices into range, so the importer clamps too
-(the IR's gathers reject out-of-range indices). Batching dims (vmapped gathers,
-take_along_axis) become indexed dims whose index is the batch coordinate. Scatter becomes scatter-nd; its
-out-of-range updates, which StableHLO skips, are sent to a padding row that is
-cut off afterwards.
+The IR has numpy-style gather (one axis), ONNX-style gather-nd, dynamic-slice and
+scatter-nd. A gather whose indexed dims take slices of size 1 and whose other dims
+are taken whole becomes gather / gather-nd plus transposes; one with a single index
+vector and arbitrary slice sizes becomes dynamic-slice. StableHLO clamps gather
+start indices into range, so the importer clamps too (the IR's gathers reject
+out-of-range indices). Batching dims (vmapped gathers, take_along_axis) become
+indexed dims whose index is the batch coordinate. A scatter of whole rows with an
+add/multiply/max/min/replace body becomes scatter-nd; its out-of-range updates,
+which StableHLO skips, are sent to a padding row that is cut off afterwards.
+Every other form (any dimension numbers, several operands, any body) goes through
+``full_index``, which computes the spec's index map element by element.
 """
 
 from __future__ import annotations
@@ -18,14 +20,11 @@ from typing import Any
 import numpy as np
 
 from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.ops import full_index
 from mlcc.frontend.stablehlo.ops.data import int_tuple
-from mlcc.frontend.stablehlo.syntax import Block, Op
+from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
-
-SCATTER_KINDS = {"stablehlo.add": "add", "stablehlo.multiply": "mul", "stablehlo.maximum": "max",
-                 "stablehlo.minimum": "min"}
-
 
 def _numbers(cx: Context, op: Op, key: str) -> dict[str, Any]:
     dn = op.attrs.get(key)
@@ -81,26 +80,26 @@ def import_gather(cx: Context, op: Op, args: list[Instruction]) -> Results:
     sizes = int_tuple(cx, op, "slice_sizes")
     ivd = int(dn.get("index_vector_dim", indices.shape.rank))
     rank = indices.shape.rank
-    indices = _index_vector_last(cx, indices, ivd)
     batching = [int(d) for d in dn.get("operand_batching_dims", [])]
-    if batching:  # each batching dim becomes one more indexed dim, indexed by its own coordinate
-        positions = [_moved(int(d), ivd, rank) for d in dn.get("start_indices_batching_dims", [])]
-        indices = _add_coordinates(cx, indices, positions)
-        start_map, collapsed = start_map + batching, collapsed + batching
+    indices_batching = [int(d) for d in dn.get("start_indices_batching_dims", [])]
     dims = list(data.shape.dims)
-    if indices.shape.dims[-1] != len(start_map):
-        raise cx.error(op, f"index vectors have {indices.shape.dims[-1]} entries for {len(start_map)} "
-                           "start_index_map dims")
-    whole = [d for d in range(data.shape.rank) if d not in start_map]
-    if (all(sizes[d] == dims[d] for d in whole) and all(sizes[d] == 1 for d in start_map)
-            and set(collapsed) <= set(start_map)):
-        return _gather_rows(cx, op, data, indices, start_map, collapsed, offset_dims)
-    batch = indices.shape.dims[:-1]
-    if all(b == 1 for b in batch):
-        return _gather_slice(cx, op, data, indices, start_map, sizes)
-    raise cx.unsupported(op, f"gather with offset_dims={offset_dims}, collapsed_slice_dims={collapsed}, "
-                             f"start_index_map={start_map}, slice_sizes={list(sizes)} maps to no IR op "
-                             "(supported: whole-row lookups and a single dynamic slice)")
+    indexed, dropped = start_map + batching, collapsed + batching
+    whole = [d for d in range(data.shape.rank) if d not in indexed]
+    batch = [n for i, n in enumerate(indices.shape.dims) if i != ivd]
+    if (all(sizes[d] == dims[d] for d in whole) and all(sizes[d] == 1 for d in indexed)
+            and set(dropped) <= set(indexed) and len(set(indexed)) == len(indexed)):
+        vectors = _index_vector_last(cx, indices, ivd)
+        if batching:  # each batching dim becomes one more indexed dim, indexed by its own coordinate
+            vectors = _add_coordinates(cx, vectors, [_moved(d, ivd, rank) for d in indices_batching])
+        if vectors.shape.dims[-1] != len(indexed):
+            raise cx.error(op, f"index vectors have {vectors.shape.dims[-1]} entries for {len(indexed)} "
+                               "start_index_map dims")
+        return _gather_rows(cx, op, data, vectors, indexed, dropped, offset_dims)
+    if all(b == 1 for b in batch) and not batching:
+        return _gather_slice(cx, op, data, _index_vector_last(cx, indices, ivd), start_map, sizes)
+    return full_index.gather(cx, op, data, indices, offset_dims=offset_dims, collapsed=collapsed,
+                             operand_batching=batching, indices_batching=indices_batching, start_map=start_map,
+                             ivd=ivd, sizes=sizes)
 
 
 def _gather_rows(cx: Context, op: Op, data: Instruction, indices: Instruction, start_map: list[int],
@@ -159,53 +158,48 @@ def _gather_slice(cx: Context, op: Op, data: Instruction, indices: Instruction, 
 
 
 # ---------------------------------------------------------------- scatter
-def _scatter_kind(block: Block) -> str | None:
-    """'none' when the body returns the update, else the combining op's kind."""
-    if len(block.args) != 2 or not block.ops or block.ops[-1].name != "stablehlo.return":
-        return None
-    if len(block.ops[-1].operands) != 1:
-        return None
-    result = block.ops[-1].operands[0]
-    if result is block.args[1] and len(block.ops) == 1:
-        return "none"
-    if len(block.ops) != 2:
-        return None
-    combine = block.ops[0]
-    if combine.results[0] is not result or {id(v) for v in combine.operands} != {id(a) for a in block.args}:
-        return None
-    return SCATTER_KINDS.get(combine.name)
-
-
 @stablehlo_op("stablehlo.scatter")
 def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
-    if len(args) != 3:
-        raise cx.unsupported(op, "scatter of several operands at once is not supported")
-    data, indices, updates = args
-    kind = _scatter_kind(op.regions[0][0]) if op.regions else None
-    if kind is None:
-        raise cx.unsupported(op, "scatter body must return the update or combine with add, multiply, "
-                                 "maximum or minimum")
+    if len(args) % 2 != 1 or len(args) < 3:
+        raise cx.error(op, f"scatter takes operands, indices and as many updates ({len(args)} operands given)")
+    n = len(args) // 2
+    operands, indices, updates = list(args[:n]), args[n], list(args[n + 1:])
+    kinds = full_index.scatter_kinds(op.regions[0][0], n) if op.regions else None
     dn = _numbers(cx, op, "scatter_dimension_numbers")
     window_dims = [int(d) for d in dn.get("update_window_dims", [])]
     inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
     to_operand = [int(d) for d in dn.get("scatter_dims_to_operand_dims", [])]
     ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    batching = [int(d) for d in dn.get("input_batching_dims", [])]
+    indices_batching = [int(d) for d in dn.get("scatter_indices_batching_dims", [])]
+    data, rows = operands[0], updates[0]
+    dims = list(data.shape.dims)
+    indexed, dropped = to_operand + batching, inserted + batching
+    whole = [d for d in range(data.shape.rank) if d not in indexed]
+    scatter_dims = [d for d in range(rows.shape.rank) if d not in window_dims]
+    batch = [m for i, m in enumerate(indices.shape.dims) if i != ivd]
+    if (n == 1 and kinds is not None and kinds[0] != "keep" and sorted(dropped) == sorted(indexed)
+            and len(window_dims) == len(whole) and [rows.shape.dims[u] for u in window_dims] == [dims[d] for d in whole]
+            and [rows.shape.dims[u] for u in scatter_dims] == batch):
+        return _scatter_rows(cx, data, indices, rows, ivd, window_dims, batching, indices_batching, to_operand,
+                             kinds[0])
+    return full_index.scatter(cx, op, operands, indices, updates, window_dims=window_dims, inserted=inserted,
+                              input_batching=batching, indices_batching=indices_batching, to_operand=to_operand,
+                              ivd=ivd)
+
+
+def _scatter_rows(cx: Context, data: Instruction, indices: Instruction, updates: Instruction, ivd: int,
+                  window_dims: list[int], batching: list[int], indices_batching: list[int], to_operand: list[int],
+                  kind: str) -> Instruction:
+    """Whole rows written at index vectors: one scatter-nd on the operand with its indexed dims first."""
     rank = indices.shape.rank
     indices = _index_vector_last(cx, indices, ivd)
-    batching = [int(d) for d in dn.get("input_batching_dims", [])]
     if batching:
-        positions = [_moved(int(d), ivd, rank) for d in dn.get("scatter_indices_batching_dims", [])]
-        indices = _add_coordinates(cx, indices, positions)
-        to_operand, inserted = to_operand + batching, inserted + batching
+        indices = _add_coordinates(cx, indices, [_moved(d, ivd, rank) for d in indices_batching])
+        to_operand = to_operand + batching
     dims = list(data.shape.dims)
     whole = [d for d in range(data.shape.rank) if d not in to_operand]
     scatter_dims = [d for d in range(updates.shape.rank) if d not in window_dims]
-    if (sorted(inserted) != sorted(to_operand) or len(window_dims) != len(whole)
-            or [updates.shape.dims[u] for u in window_dims] != [dims[d] for d in whole]
-            or [updates.shape.dims[u] for u in scatter_dims] != list(indices.shape.dims[:-1])):
-        raise cx.unsupported(op, f"scatter with update_window_dims={window_dims}, inserted_window_dims={inserted}, "
-                                 f"scatter_dims_to_operand_dims={to_operand} maps to no IR op (supported: "
-                                 "whole-row updates)")
     moved = cx.b.transpose(data, to_operand + whole)
     rows = cx.b.transpose(updates, scatter_dims + window_dims)
     sizes = [dims[d] for d in to_operand]

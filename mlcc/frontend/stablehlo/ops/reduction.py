@@ -7,8 +7,9 @@ from typing import Sequence
 import numpy as np
 
 from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.ops import windows
 from mlcc.frontend.stablehlo.ops.data import int_tuple
-from mlcc.frontend.stablehlo.syntax import Block, Op, as_array
+from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction
 
@@ -129,26 +130,22 @@ def _argminmax_kind(block: Block) -> str | None:
 # ---------------------------------------------------------------- reduce_window
 @stablehlo_op("stablehlo.reduce_window")
 def import_reduce_window(cx: Context, op: Op, args: list[Instruction]) -> Results:
-    if len(args) != 2:
-        raise cx.unsupported(op, "reduce_window with more than one operand is not supported")
+    """add/max/min of one operand: the IR's reduce-window (or cumsum); any other form: windows.py."""
+    n = len(args) // 2
+    if n != 1:
+        return windows.reduce_window_general(cx, op, args[:n], args[n:])
     x, init = args
     rank = x.shape.rank
     ones = (1,) * rank
     kinds = body_kinds(op.regions[0], 1) if op.regions else None
-    if kinds is None or kinds[0] not in ("add", "maximum", "minimum"):
-        raise cx.unsupported(op, "reduce_window body must be add, maximum or minimum")
+    low, high = windows.padding_of(cx, op, rank)
+    if (kinds is None or kinds[0] not in ("add", "maximum", "minimum")
+            or any(d != 1 for d in int_tuple(cx, op, "base_dilations", ones))):
+        return windows.reduce_window_general(cx, op, [x], [init])
     kind = kinds[0]
     window = int_tuple(cx, op, "window_dimensions")
     strides = int_tuple(cx, op, "window_strides", ones)
     dilations = int_tuple(cx, op, "window_dilations", ones)
-    if any(d != 1 for d in int_tuple(cx, op, "base_dilations", ones)):
-        raise cx.unsupported(op, "base_dilations other than 1 are not supported")
-    padding = np.asarray(as_array(op.attrs["padding"]), dtype=np.int64).reshape(rank, 2) \
-        if "padding" in op.attrs else np.zeros((rank, 2), np.int64)
-    low = tuple(int(p) for p in padding[:, 0])
-    high = tuple(int(p) for p in padding[:, 1])
-    if kind == "add" and not is_identity(cx, init, kind) and any(low + high):
-        raise cx.unsupported(op, "reduce_window add with a non-zero init value and padding is not supported")
     cumulative = _cumulative_dim(x.shape.dims, window, strides, dilations, low, high)
     if kind == "add" and cumulative is not None:
         dim, reverse = cumulative

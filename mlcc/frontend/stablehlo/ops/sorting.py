@@ -1,0 +1,138 @@
+"""stablehlo.sort (any comparator, several operands, any dimension) and chlo.top_k, by rank counting.
+
+The IR has no sort op; a sort of n elements along a dim is built from existing ops:
+the comparator, imported once over all n x n pairs (Context.import_lifted), says for
+each pair (i, j) whether j goes before i; element i's place is the number of
+elements that go before it, where an element equal to i (neither before the other)
+counts when it comes earlier (a stable sort, which also satisfies is_stable = false).
+The permutation is inverted with one compare per (place, element) pair and every
+operand is read through it with gather-elements. That costs O(n^2) work and memory
+per sorted row: exact, and fine for the rows models sort (top-k heads, small
+vocabularies); a row of more than MAX_SORTED elements is refused.
+
+chlo.top_k is the same with "greater" as the comparator, in the total order XLA
+uses for floats (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN), and only the
+first k places inverted.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.ops.elementwise import total_order_key
+from mlcc.frontend.stablehlo.syntax import Op
+from mlcc.hlo.ir import Instruction, Shape
+
+MAX_SORTED = 4096  # elements per sorted row (the pair tensors hold n^2 per row)
+PLACE = "s32"
+
+
+def _moved_last(cx: Context, x: Instruction, dim: int) -> Instruction:
+    rank = x.shape.rank
+    return x if dim == rank - 1 else cx.b.transpose(x, [d for d in range(rank) if d != dim] + [dim])
+
+
+def _moved_back(cx: Context, x: Instruction, dim: int) -> Instruction:
+    rank = x.shape.rank
+    if dim == rank - 1:
+        return x
+    perm = [d for d in range(rank) if d != dim] + [dim]
+    return cx.b.transpose(x, [perm.index(d) for d in range(rank)])
+
+
+def _pairs(cx: Context, x: Instruction, axis: int) -> Instruction:
+    """x (rows + [n]) over rows + [n, n], varying along ``axis`` (-1: the other element j, -2: this one i)."""
+    rows = tuple(x.shape.dims[:-1])
+    n = int(x.shape.dims[-1])
+    lead = tuple(range(len(rows)))
+    return cx.b.op("broadcast", [x], Shape(x.shape.dtype, rows + (n, n)), dimensions=lead + (len(rows) + 2 + axis,))
+
+
+def _inverse(cx: Context, places: Instruction, count: int) -> Instruction:
+    """The element at each of the first ``count`` places (rows + [count]), from each element's place."""
+    rows = tuple(places.shape.dims[:-1])
+    n = int(places.shape.dims[-1])
+    dims = rows + (count, n)
+    rank = len(dims)
+    spread = cx.b.op("broadcast", [places], Shape(PLACE, dims), dimensions=tuple(range(len(rows))) + (rank - 1,))
+    here = cx.b.op("compare", [spread, cx.b.op("iota", [], Shape(PLACE, dims), iota_dimension=rank - 2)],
+                   direction="EQ")
+    which = cx.b.op("select", [here, cx.b.op("iota", [], Shape(PLACE, dims), iota_dimension=rank - 1),
+                               cx.b.splat(0, PLACE, dims)])
+    return cx.b.op("reduce", [which], dimensions=(rank - 1,), kind="add")
+
+
+def sort_rows(cx: Context, op: Op, values: list[Instruction], goes_before: Callable[[list, list], Instruction],
+              count: int | None = None) -> Instruction:
+    """The permutation that sorts rows (every value has the sorted dim last): the element at each of the first
+    count places. goes_before(this, other) -> pred: whether the other element goes strictly before this one."""
+    n = int(values[0].shape.dims[-1])
+    if n > MAX_SORTED:
+        raise cx.unsupported(op, f"sorting rows of {n} elements (at most {MAX_SORTED}: the sort compares all pairs)")
+    this = [_pairs(cx, v, -2) for v in values]
+    other = [_pairs(cx, v, -1) for v in values]
+    other_first = goes_before(this, other)
+    this_first = goes_before(other, this)
+    j_first = cx.b.op("compare", [cx.b.op("iota", [], Shape(PLACE, tuple(other_first.shape.dims)),
+                                          iota_dimension=other_first.shape.rank - 1),
+                                  cx.b.op("iota", [], Shape(PLACE, tuple(other_first.shape.dims)),
+                                          iota_dimension=other_first.shape.rank - 2)], direction="LT")
+    tie_first = cx.b.op("and", [j_first, cx.b.op("not", [this_first])])
+    before = cx.b.op("or", [other_first, tie_first])
+    rank = before.shape.rank
+    places = cx.b.op("reduce", [cx.b.convert(before, PLACE)], dimensions=(rank - 1,), kind="add")
+    return _inverse(cx, places, n if count is None else count)
+
+
+def read_through(cx: Context, x: Instruction, perm: Instruction) -> Instruction:
+    return cx.b.op("gather-elements", [x, perm], axis=x.shape.rank - 1)
+
+
+# ---------------------------------------------------------------- sort
+@stablehlo_op("stablehlo.sort")
+def import_sort(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    if not op.regions:
+        raise cx.error(op, "sort needs a comparator region")
+    rank = args[0].shape.rank
+    dim = int(op.attrs.get("dimension", -1))
+    dim = dim + rank if dim < 0 else dim
+    if not 0 <= dim < max(rank, 1):
+        raise cx.error(op, f"dimension {dim} is out of range for rank {rank}")
+    if rank == 0:
+        return list(args)
+    moved = [_moved_last(cx, a, dim) for a in args]
+    if int(moved[0].shape.dims[-1]) <= 1:
+        return list(args)
+
+    def goes_before(this: list, other: list) -> Instruction:
+        operands = [x for pair in zip(other, this) for x in pair]  # comparator(lhs_0, rhs_0, lhs_1, rhs_1, ...)
+        (less,) = cx.import_lifted(op.regions[0], operands, other[0].shape.dims)
+        if less.shape.dtype != "pred":
+            raise cx.error(op, "the comparator must return a tensor<i1>")
+        if less.shape.rank == 0:
+            less = cx.b.broadcast_to(less, other[0].shape.dims)
+        return less
+
+    perm = sort_rows(cx, op, moved, goes_before)
+    return [_moved_back(cx, read_through(cx, m, perm), dim) for m in moved]
+
+
+# ---------------------------------------------------------------- top_k
+@stablehlo_op("chlo.top_k")
+def import_top_k(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    (x,) = args
+    if x.shape.rank == 0:
+        raise cx.error(op, "top_k of a rank-0 operand")
+    k = int(op.attrs.get("k", -1))
+    n = int(x.shape.dims[-1])
+    if not 0 <= k <= n:
+        raise cx.error(op, f"k = {k} is not in [0, {n}]")
+    index_type = cx.result_shape(op, 1).dtype
+    key = total_order_key(cx, x)
+
+    def goes_before(this: list, other: list) -> Instruction:
+        return cx.b.op("compare", [other[0], this[0]], direction="GT")
+
+    perm = sort_rows(cx, op, [key], goes_before, count=k)
+    return [read_through(cx, x, perm), cx.b.convert(perm, index_type) if index_type != PLACE else perm]
