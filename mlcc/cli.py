@@ -369,7 +369,7 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
                 if len(feeds) != len(exe.input_names):
                     ranges = integer_ranges(model) if detect_format(model) == "onnx" else {}
                     runs = [random_inputs(exe.manifest["inputs"], seed, env, ranges)
-                            for env in symbol_sizes(exe.manifest.get("symbols", {}))]
+                            for env in symbol_sizes(exe.manifest.get("symbols", {}), exe.manifest.get("planned_sizes"))]
                 checks, reference = [], "npz"
                 for feeds in runs:
                     got = exe.run(feeds)
