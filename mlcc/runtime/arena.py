@@ -33,10 +33,10 @@ def _show(env: Mapping[str, int], names: list[str]) -> str:
 class GrowingArena:
     """One allocation, reused while it is big enough, replaced by a bigger one when a run needs more."""
 
-    def __init__(self, manifest: Manifest, max_bytes: int = MAX_ARENA_BYTES) -> None:
+    def __init__(self, manifest: Manifest, max_bytes: int | None = None) -> None:
         self.plan = manifest.memory_plan
         self.limits = manifest.index_limits
-        self.max_bytes = max_bytes
+        self.max_bytes = MAX_ARENA_BYTES if max_bytes is None else max_bytes
         self.storage: Any = None
         self.capacity = 0
 

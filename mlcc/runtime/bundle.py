@@ -118,8 +118,9 @@ class Executable:
         self._workload: Workload | None = None
         # A symbol with no upper end: the arena is allocated per run, as large as the run needs (runtime/arena.py).
         self._growing = GrowingArena(m) if is_growing(m.memory_plan) else None
-        if self._growing is not None and hbm_budget is not None:
-            raise BundleError(f"{self.path}: a device memory budget needs every symbol to have a range, and "
+        if self._growing is not None and (hbm_budget is not None or _session is not None):
+            raise BundleError(f"{self.path}: a device memory budget (or a session's) needs every symbol to have "
+                              f"a range, and "
                               f"{', '.join(k for k, (_, hi) in m.symbols.items() if hi is None)} has none "
                               f"(compile with --shape NAME=MIN..MAX)")
         with self.backend.guard():
