@@ -198,3 +198,56 @@ def test_a_ranged_build_keeps_its_single_allocation(tmp_path):
     assert "planned_sizes" not in m and "index_limits" not in m
     assert isinstance(m["memory_plan"]["arena_bytes"], int)
     assert mlcc.load(result.out_dir)._growing is None
+
+
+def test_verify_checks_the_smallest_the_planned_and_twice_the_planned_size(gpt2_unranged):
+    from click.testing import CliRunner
+
+    from mlcc.cli import main
+    path, _ = gpt2_unranged
+    out = CliRunner().invoke(main, ["verify", str(path), "--target", "none", "--json"])
+    assert out.exit_code == 0, out.output
+    checks = json.loads(out.output)["outputs"]
+    assert [c["shape"] for c in checks] == [[1, 1, 1000], [1, DEFAULT_SIZE, 1000], [1, 2 * DEFAULT_SIZE, 1000]]
+    assert all(c["ok"] for c in checks)
+
+
+def test_inspect_shows_a_symbol_without_an_upper_end_and_the_planned_arena(gpt2_unranged):
+    import io
+
+    from mlcc.inspect import render_text, summarize
+    _, result = gpt2_unranged
+    summary = summarize(result.out_dir)
+    assert summary["symbols"] == {"seq": [1, None]}
+    arena = json.loads((result.out_dir / "manifest.json").read_text())["memory_plan"]["arena_bytes"]
+    assert summary["memory"]["arena_bytes"] == eval_size(arena, {"seq": DEFAULT_SIZE})
+    text = io.StringIO()
+    render_text(summary, text)
+    assert "seq in 1.." in text.getvalue()
+
+
+@pytest.fixture(scope="module")
+def gpt2_unranged_sm90(tmp_path_factory):
+    path = SHARED_MODELS / "gpt2_tiny_dynseq.onnx"
+    return path, mlcc.compile(path, tmp_path_factory.mktemp("gpt2_unranged_sm90") / "b", targets=["sm_90"])
+
+
+def _check_on(device: str, bundle) -> None:
+    path, result = bundle
+    ex = mlcc.load(result.out_dir, device=device)
+    for seq in (3, DEFAULT_SIZE + 16, 9):  # past the planned size, then back under it (the arena kept)
+        rng = np.random.default_rng(seq)
+        feeds = {"input_ids": rng.integers(0, 1000, (1, seq)).astype(np.int64),
+                 "attention_mask": np.ones((1, seq), np.int64)}
+        np.testing.assert_allclose(ex.run(feeds)["logits"], _ort(path, feeds)["logits"], rtol=1e-3, atol=1e-4,
+                                   err_msg=f"seq={seq} on {device}")
+
+
+@pytest.mark.slow
+def test_gpt2_without_a_range_on_the_simulated_sm_90(gpt2_unranged_sm90):
+    _check_on("sim:sm_90", gpt2_unranged_sm90)
+
+
+@pytest.mark.gpu
+def test_gpt2_without_a_range_on_a_gpu(gpt2_unranged_sm90):
+    _check_on("cuda", gpt2_unranged_sm90)
