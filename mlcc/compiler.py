@@ -31,6 +31,7 @@ from mlcc.emit.writer import write_bundle
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError, UsageError
 from mlcc.frontend.hlo_text import import_hlo_text, is_hlo_text
 from mlcc.frontend.onnx import import_onnx
+from mlcc.frontend.onnx.symbolic_values import UNBOUNDED
 from mlcc.frontend.stablehlo import import_stablehlo
 from mlcc.hlo.ir import MAX_VALUE_BYTES, Instruction, Module
 from mlcc.hlo.passes.fusion import unfused_stats
@@ -136,15 +137,17 @@ def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
 
 
 def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
-    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64)."""
+    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64), or with a lowest size and no
+    upper end (seq=1..: the range's top is UNBOUNDED, which the importer reads as no top)."""
     ranges = {}
     for name, spec in (options.shapes or {}).items():
         if isinstance(spec, str):
             lo, sep, hi = spec.partition("..")
             try:
-                ranges[name] = (int(lo), int(hi))
+                ranges[name] = (int(lo), int(hi) if hi.strip() else UNBOUNDED)
             except ValueError:
-                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128") from None
+                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128, "
+                                       f"or MIN.. for no upper end") from None
             if not sep or not 0 <= ranges[name][0] <= ranges[name][1]:
                 raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX with 0 <= MIN <= MAX")
     return ranges
@@ -210,14 +213,20 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
 
 
 def _plan_unranged_symbols(module: Module) -> None:
-    """An input's symbolic dim given neither a size nor a range takes any size from 1 up at run time: it is
-    planned at DEFAULT_SIZE (tiles), named in module.unbounded, and its buffers' sizes stay expressions."""
+    """An input's symbolic dim given neither a size nor a range takes any size at run time (0 up, as the
+    importer already assumed), or from the lowest size --shape seq=MIN.. gives: it is planned at DEFAULT_SIZE
+    (tiles; at MIN if larger), named in module.unbounded, and the sizes of its buffers and their arena offsets
+    stay expressions."""
+    for name, (lo, hi) in list(module.symbols.items()):
+        if hi >= UNBOUNDED:  # --shape seq=1..: a lowest size, no upper end
+            module.symbols[name] = (lo, max(lo, DEFAULT_SIZE))
+            module.unbounded.add(name)
     for inst in module.entry.instructions:
         if inst.opcode != "parameter" or inst.shape.is_static:
             continue
         for d in symbols_of(inst.shape.dims):
             if d not in module.symbols:
-                module.symbols[d] = (1, DEFAULT_SIZE)
+                module.symbols[d] = (0, DEFAULT_SIZE)
                 module.unbounded.add(d)
 
 

@@ -22,7 +22,7 @@ from mlcc.hlo.printer import format_module
 from mlcc.hlo.symbolic import DEFAULT_SIZE
 from mlcc.runtime import arena as arena_module
 from mlcc.runtime.bundle import BundleError
-from mlcc_test_paths import SHARED_MODELS
+from mlcc_test_paths import ROOT, SHARED_MODELS
 
 
 def _ort(path, feeds) -> dict[str, np.ndarray]:
@@ -32,7 +32,7 @@ def _ort(path, feeds) -> dict[str, np.ndarray]:
 
 # ---- the plan: offsets as expressions ------------------------------------------------------------------
 
-PLAN = """HloModule m, output_names={y}, symbols={seq={1,32}}, unbounded={seq}
+PLAN = """HloModule m, output_names={y}, symbols={seq={0,32}}, unbounded={seq}
 
 ENTRY %main {
   %x = f32[seq,64]{1,0} parameter(0), name=x
@@ -55,7 +55,7 @@ ENTRY %main {
 
 def test_the_ir_text_keeps_which_symbols_have_no_range():
     module = parse_module(PLAN)
-    assert module.unbounded == {"seq"} and module.symbols == {"seq": (1, 32)}
+    assert module.unbounded == {"seq"} and module.symbols == {"seq": (0, 32)}
     assert format_module(module) == PLAN
 
 
@@ -111,7 +111,7 @@ def test_a_symbol_without_a_range_compiles_and_runs_past_its_planned_size(tmp_pa
     onnx.save(_loop_model(), path)
     result = mlcc.compile(path, tmp_path / "b", targets=[])
     m = result.manifest
-    assert m["schema_version"] == 4 and m["symbols"] == {"n": [1, None]} and m["planned_sizes"] == {"n": DEFAULT_SIZE}
+    assert m["schema_version"] == 4 and m["symbols"] == {"n": [0, None]} and m["planned_sizes"] == {"n": DEFAULT_SIZE}
     assert isinstance(m["memory_plan"]["arena_bytes"], str)
     ex = mlcc.load(result.out_dir)
     for n in (1, DEFAULT_SIZE, 5 * DEFAULT_SIZE + 3):
@@ -132,7 +132,7 @@ def gpt2_unranged(tmp_path_factory):
 def test_gpt2_without_a_range_matches_onnxruntime_below_at_and_past_the_planned_size(gpt2_unranged):
     path, result = gpt2_unranged
     m = json.loads((result.out_dir / "manifest.json").read_text())
-    assert m["symbols"] == {"seq": [1, None]}
+    assert m["symbols"] == {"seq": [0, None]}
     assert all(isinstance(b["offset"], (int, str)) for b in m["memory_plan"]["buffers"])
     ex = mlcc.load(result.out_dir)
     held = []
@@ -174,7 +174,7 @@ def test_bert_without_ranges_matches_onnxruntime_at_three_shapes(tmp_path):
     the model itself bounds it (1..64) and the runtime refuses a longer one."""
     path = SHARED_MODELS / "bert_dyn_tiny.onnx"
     result = mlcc.compile(path, tmp_path / "b", targets=[])
-    assert result.manifest["symbols"] == {"batch": [1, None], "seq": [1, 64]}
+    assert result.manifest["symbols"] == {"batch": [0, None], "seq": [0, 64]}
     ex = mlcc.load(result.out_dir)
     for batch, seq in ((1, 2), (3, 17), (DEFAULT_SIZE + 5, 6)):
         rng = np.random.default_rng(batch * 100 + seq)
@@ -185,7 +185,7 @@ def test_bert_without_ranges_matches_onnxruntime_at_three_shapes(tmp_path):
         for name, value in want.items():
             np.testing.assert_allclose(got[name], value, rtol=1e-3, atol=1e-4, err_msg=f"{name} at {batch}x{seq}")
     too_long = {k: np.zeros((1, 65), np.int64) for k in ("input_ids", "attention_mask", "token_type_ids")}
-    with pytest.raises(BundleError, match=r"dim 1 \('seq'\) is 65, the bundle was built for seq in 1..64"):
+    with pytest.raises(BundleError, match=r"dim 1 \('seq'\) is 65, the bundle was built for seq in 0..64"):
         ex.run(too_long)
 
 
@@ -218,12 +218,12 @@ def test_inspect_shows_a_symbol_without_an_upper_end_and_the_planned_arena(gpt2_
     from mlcc.inspect import render_text, summarize
     _, result = gpt2_unranged
     summary = summarize(result.out_dir)
-    assert summary["symbols"] == {"seq": [1, None]}
+    assert summary["symbols"] == {"seq": [0, None]}
     arena = json.loads((result.out_dir / "manifest.json").read_text())["memory_plan"]["arena_bytes"]
     assert summary["memory"]["arena_bytes"] == eval_size(arena, {"seq": DEFAULT_SIZE})
     text = io.StringIO()
     render_text(summary, text)
-    assert "seq in 1.." in text.getvalue()
+    assert "seq in 0.." in text.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -251,3 +251,38 @@ def test_gpt2_without_a_range_on_the_simulated_sm_90(gpt2_unranged_sm90):
 @pytest.mark.gpu
 def test_gpt2_without_a_range_on_a_gpu(gpt2_unranged_sm90):
     _check_on("cuda", gpt2_unranged_sm90)
+
+
+def test_a_kv_cache_decoder_without_ranges_runs_from_an_empty_cache_past_the_planned_size(tmp_path):
+    """A GPT-2-style decoder whose seq and past (presents: past + seq) both have no range: an empty cache, and
+    a prompt and a cache longer than the planned size, from one bundle."""
+    pytest.importorskip("torch")
+    import sys
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpt2_export import export
+    path = tmp_path / "kv.onnx"
+    export(str(path), layers=2, d=64, heads=4, vocab=1000, seq=4, kv_cache=True, past=12, seed=0, positions=128,
+           dynamic=True)
+    result = mlcc.compile(path, tmp_path / "b", targets=[])
+    assert result.manifest["symbols"] == {"past": [0, None], "seq": [0, None]}
+    ex = mlcc.load(result.out_dir)
+    for seq, past in ((1, 0), (7, 2 * DEFAULT_SIZE + 1), (DEFAULT_SIZE + 8, 5)):
+        rng = np.random.default_rng(seq * 100 + past)
+        feeds = {"input_ids": rng.integers(0, 1000, (1, seq)).astype(np.int64)}
+        for i in range(2):
+            for kind in ("key", "value"):
+                feeds[f"past_{kind}_{i}"] = rng.standard_normal((1, 4, past, 16)).astype(np.float32)
+        want, got = _ort(path, feeds), ex.run(feeds)
+        assert got["present_key_1"].shape == (1, 4, past + seq, 16)
+        for name, value in want.items():
+            np.testing.assert_allclose(got[name], value, rtol=1e-3, atol=1e-4, err_msg=f"{name} at {seq}, {past}")
+
+
+def test_a_lowest_size_with_no_upper_end_is_kept_and_checked(tmp_path):
+    path = tmp_path / "loop.onnx"
+    onnx.save(_loop_model(), path)
+    result = mlcc.compile(path, tmp_path / "b", targets=[], shapes={"n": "3.."})
+    assert result.manifest["symbols"] == {"n": [3, None]} and result.manifest["planned_sizes"] == {"n": DEFAULT_SIZE}
+    feeds = {"ids": np.zeros(2, np.int64), "x": np.zeros((2, 64), np.float32)}
+    with pytest.raises(BundleError, match=r"input 'ids': dim 0 \('n'\) is 2, the bundle was built for n in 3\.\.$"):
+        mlcc.load(result.out_dir).run(feeds)

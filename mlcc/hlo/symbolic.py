@@ -6,7 +6,7 @@ print as XLA-style text; ``Sym`` is the arithmetic form. Every symbol is a
 non-negative size bound at run time; a module records each one's range
 (``Module.symbols``), and decisions that depend on a size (tiles, arena
 offsets) use the range's upper end. A symbol given no range is planned at
-DEFAULT_SIZE (its entry in ``Module.symbols`` is (1, DEFAULT_SIZE)) and named in
+DEFAULT_SIZE (its entry in ``Module.symbols`` is (0, DEFAULT_SIZE)) and named in
 ``Module.unbounded``: tiles are chosen for that size, but nothing that must hold
 at every size (index arithmetic, masks, buffer sizes) may rely on it; those use
 ``sound_ranges``, where it reaches SYMBOL_MAX. Pure Python: the runtime evaluates the same

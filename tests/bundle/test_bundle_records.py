@@ -69,7 +69,7 @@ def test_symbolic_bundle_records_hold_expressions_and_scalars(bundles):
 
 def test_a_symbol_without_a_range_makes_a_schema_4_bundle_with_arena_expressions(bundles):
     m = Manifest.from_json(json.loads((bundles["unbounded"] / "manifest.json").read_text()))
-    assert m.schema_version == 4 and m.symbols == {"n": [1, None]} and m.planned_sizes == {"n": 32}
+    assert m.schema_version == 4 and m.symbols == {"n": [0, None]} and m.planned_sizes == {"n": 32}
     assert m.index_limits == {"max": 2**31 - 1 - 2**16, "counts": ["64*n"]}
     assert m.memory_plan.arena_bytes == "256*n"  # the first softmax's [n, 64] f32 result
     assert [(b.bytes, b.offset) for b in m.memory_plan.buffers] == [("256*n", 0)]

@@ -429,7 +429,7 @@ def _slice_bound(node: OnnxNode, v: int | Sym, dim: Dim) -> Dim:
 def _implies_range(node: OnnxNode, v: int | Sym, dim: Dim) -> bool:
     """A symbol given no range that slices a static dim ([0:seq] of a 64-row position table) is taken to be at
     most that dim: past it the slice would clamp to the dim while the rest of the model keeps the symbol's
-    length, so the model has no longer valid size. The symbol gets the range 1..dim (the runtime refuses a
+    length, so the model has no longer valid size. The symbol gets the range 0..dim (the runtime refuses a
     longer input, naming it); True when that is what was done."""
     s = as_sym(v)
     names = s.symbols()
@@ -437,7 +437,7 @@ def _implies_range(node: OnnxNode, v: int | Sym, dim: Dim) -> bool:
         return False
     if names[0] in node.ctx.ranges:
         return False
-    node.ctx.ranges[names[0]] = (1, dim)
+    node.ctx.ranges[names[0]] = (0, dim)
     return True
 
 
