@@ -194,13 +194,13 @@ def _place_unbounded(arena: list[Buffer], shares: dict[str, str],
     for b in fixed:
         b.offset_expr = b.offset
     _place(growing, shares)  # the order only
-    chains: dict[str, Chain] = {}
-    head = {b.name: b.name for b in growing}
+    head: dict[str, str] = {}  # each buffer's in-place chain, named by its first buffer (as _place names it)
     for b in growing:
         n = b.name
         while n in shares:
             n = shares[n]
         head[b.name] = n
+    chains: dict[str, Chain] = {}
     for b in growing:
         c = chains.get(head[b.name])
         if c is None:
