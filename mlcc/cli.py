@@ -84,7 +84,7 @@ def _parse_shapes(values: tuple[str, ...]) -> dict[str, list[Any]]:
         if not sep or not name:
             raise click.BadParameter(f"'{v}': expected NAME=1x128 or DIM=1", param_hint="--shape")
         if ".." in dims:
-            shapes[name] = dims  # a symbolic dim kept symbolic over a range of sizes: MIN..MAX
+            shapes[name] = dims  # a symbolic dim kept symbolic over a range of sizes: MIN..MAX, or MIN..
             continue
         try:
             shapes[name] = [int(d) for d in dims.lower().split("x")]
@@ -117,7 +117,8 @@ def main() -> None:
               help="Bundle directory to write (replaced only when the compile succeeds).")
 @click.option("--target", "targets", default=None, help="Comma list of GPU targets: sm_80,sm_90,gfx942 (default sm_80,sm_90); none: no binaries.")
 @click.option("--shape", "shapes", multiple=True, help="Specialize an input (NAME=1x128) or a symbolic dim (batch=1), or keep a symbolic dim "
-              "symbolic over a range of sizes (seq=1..128). Repeatable.")
+              "symbolic over a range of sizes (seq=1..128) or from a size up (seq=1..). A symbolic dim given none of these "
+              "takes any size. Repeatable.")
 @click.option("--dump-ir", type=click.Path(file_okay=False), default=None, help="Write NN-<pass>.hlo after every pass into DIR.")
 @click.option("--disable-pass", "disable_passes", multiple=True, help="Skip a pass by name. Repeatable.")
 @click.option("--time-passes", is_flag=True, help="Print a table of pass times and instruction counts.")
@@ -369,7 +370,7 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
                 if len(feeds) != len(exe.input_names):
                     ranges = integer_ranges(model) if detect_format(model) == "onnx" else {}
                     runs = [random_inputs(exe.manifest["inputs"], seed, env, ranges)
-                            for env in symbol_sizes(exe.manifest.get("symbols", {}))]
+                            for env in symbol_sizes(exe.manifest.get("symbols", {}), exe.manifest.get("planned_sizes"))]
                 checks, reference = [], "npz"
                 for feeds in runs:
                     got = exe.run(feeds)

@@ -31,12 +31,13 @@ from mlcc.emit.writer import write_bundle
 from mlcc.errors import InputMissingError, InvalidInputError, MlccError, OutputError, UnsupportedError, UsageError
 from mlcc.frontend.hlo_text import import_hlo_text, is_hlo_text
 from mlcc.frontend.onnx import import_onnx
+from mlcc.frontend.onnx.symbolic_values import UNBOUNDED
 from mlcc.frontend.stablehlo import import_stablehlo
 from mlcc.hlo.ir import MAX_VALUE_BYTES, Instruction, Module
 from mlcc.hlo.passes.fusion import unfused_stats
 from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
-from mlcc.hlo.symbolic import symbols_of
+from mlcc.hlo.symbolic import DEFAULT_SIZE, symbols_of
 from mlcc.hlo.traffic import kernel_bytes
 from mlcc.hlo.passes.quantize_weights import SCHEMES, parse_scheme
 from mlcc.pipeline import check_disabled, compile_pipeline
@@ -136,15 +137,17 @@ def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
 
 
 def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
-    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64)."""
+    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64), or with a lowest size and no
+    upper end (seq=1..: the range's top is UNBOUNDED, which the importer reads as no top)."""
     ranges = {}
     for name, spec in (options.shapes or {}).items():
         if isinstance(spec, str):
             lo, sep, hi = spec.partition("..")
             try:
-                ranges[name] = (int(lo), int(hi))
+                ranges[name] = (int(lo), int(hi) if hi.strip() else UNBOUNDED)
             except ValueError:
-                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128") from None
+                raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128, "
+                                       f"or MIN.. for no upper end") from None
             if not sep or not 0 <= ranges[name][0] <= ranges[name][1]:
                 raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX with 0 <= MIN <= MAX")
     return ranges
@@ -209,18 +212,22 @@ def compile(model: Any, out_dir: str | os.PathLike, progress: Progress | None = 
         raise InvalidInputError("out of memory while compiling (model too large for this machine?)") from None
 
 
-def _require_static_inputs(module: Module, file: str | None) -> None:
-    """Buffers are planned for the largest size a symbolic dim takes: an input's symbolic dim needs a range
-    (--shape seq=1..128), or a size to specialize to (--shape seq=16)."""
+def _plan_unranged_symbols(module: Module) -> None:
+    """An input's symbolic dim given neither a size nor a range takes any size at run time (0 up, as the
+    importer already assumed), or from the lowest size --shape seq=MIN.. gives: it is planned at DEFAULT_SIZE
+    (tiles; at MIN if larger), named in module.unbounded, and the sizes of its buffers and their arena offsets
+    stay expressions."""
+    for name, (lo, hi) in list(module.symbols.items()):
+        if hi >= UNBOUNDED:  # --shape seq=1..: a lowest size, no upper end
+            module.symbols[name] = (lo, max(lo, DEFAULT_SIZE))
+            module.unbounded.add(name)
     for inst in module.entry.instructions:
         if inst.opcode != "parameter" or inst.shape.is_static:
             continue
-        unranged = [d for d in symbols_of(inst.shape.dims) if d not in module.symbols]
-        if unranged:
-            name = inst.attrs.get("name", inst.name)
-            raise UnsupportedError(f"input '{name}' has symbolic dims {list(inst.shape.dims)}: give each a range of "
-                                   f"sizes to keep it symbolic (--shape {unranged[0]}=1..MAX) or a size "
-                                   f"(--shape {unranged[0]}=N)", file=file)
+        for d in symbols_of(inst.shape.dims):
+            if d not in module.symbols:
+                module.symbols[d] = (0, DEFAULT_SIZE)
+                module.unbounded.add(d)
 
 
 def _require_possible_sizes(module: Module, file: str | None) -> None:
@@ -286,6 +293,7 @@ def lower_model(model: Any, options: CompileOptions,
     targets by the heuristics alone (what `mlcc tune` measures against); nothing is written."""
     _, _, pipeline = _checked_options(options)
     module, _, _ = import_model(model, options)
+    _plan_unranged_symbols(module)
     pipeline.run(module, PipelineOptions(disabled=frozenset(options.disable_passes)))
     kernels, launches = lower_module(module, module.buffer_plan, targets, None)
     return module, kernels, launches
@@ -302,7 +310,7 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     # The imported module lives until the bundle is written: keep the cyclic garbage collector from scanning its
     # objects again at every full collection (on a 1,000-layer graph that scanning grew faster than the graph).
     gc.freeze()
-    _require_static_inputs(module, model_info.get("file"))
+    _plan_unranged_symbols(module)
     _require_possible_sizes(module, model_info.get("file"))
     records = _input_records(deps, options, model_info["sha256"])
     key = _build_key(records, options)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from mlcc.bundle.memory import largest_sizes, planned_memory_plan
+from mlcc.bundle.sizes import eval_size
 from mlcc.emit.target.binaries import binary_rows
 from mlcc.emit.target.targets import DeviceModel, device_model
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
@@ -200,7 +202,8 @@ def layout_conversions(bundle: Bundle) -> dict[str, Any]:
 
 
 def memory_summary(manifest: dict[str, Any]) -> dict[str, Any]:
-    mp = manifest["memory_plan"]
+    mp = planned_memory_plan(manifest)  # numbers, at the planned sizes where they are expressions
+    at = largest_sizes(manifest)
     bufs = mp["buffers"]
     steps = len(manifest["schedule"])
     live = [0] * max(steps, 1)
@@ -211,7 +214,7 @@ def memory_summary(manifest: dict[str, Any]) -> dict[str, Any]:
     for b in manifest["buffers"].values():
         c = by_class.setdefault(b["tensor_class"], {"count": 0, "bytes": 0})
         c["count"] += 1
-        c["bytes"] += b["bytes"]
+        c["bytes"] += eval_size(b["bytes"], at)
     largest = max(bufs, key=lambda b: b["bytes"], default=None)
     return {
         "arena_bytes": mp["arena_bytes"], "lower_bound_bytes": mp["lower_bound_bytes"],
@@ -344,7 +347,7 @@ def header_lines(summary: dict[str, Any]) -> list[str]:
         f"({mem['efficiency']:.1%} of it is needed), {mem['arena_buffers']} buffers, "
         f"peak live {mem['peak_live_bytes']:,} bytes, {mem['buffer_bytes_without_reuse']:,} without reuse"),
         f"weights    {mem['weights_bytes']:,} bytes",
-        *([("symbols    " + ", ".join(f"{k} in {lo}..{hi}" for k, (lo, hi) in summary["symbols"].items())
+        *([("symbols    " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}" for k, (lo, hi) in summary["symbols"].items())
             + ": sizes, FLOPs, bytes and the arena are at the largest")] if summary.get("symbols") else []),
         f"layout     {lc['count']} copies change layout, {lc['bytes']:,} bytes"
         + (f" (manifest stats: {lc['manifest_stat']})" if lc["manifest_stat"] is not None else ""),

@@ -33,12 +33,16 @@ class OutputCheck:
     dtype: str
 
 
-def symbol_sizes(symbols: Mapping[str, Any]) -> list[dict[str, int]]:
+def symbol_sizes(symbols: Mapping[str, Any], planned: Mapping[str, int] | None = None) -> list[dict[str, int]]:
     """The sizes a bundle with symbolic dims is checked at: every symbol at the smallest, a middle and the
-    largest size of its range (one run each); a static bundle runs once."""
+    largest size of its range (one run each); a symbol with no upper end at its smallest non-empty size, the
+    size it was planned at (``planned``) and twice that; a static bundle runs once."""
     if not symbols:
         return [{}]
-    picks = [{k: lo for k, (lo, hi) in symbols.items()}, {k: (lo + hi) // 2 for k, (lo, hi) in symbols.items()},
+    planned = planned or {}
+    symbols = {k: (max(lo, 1), 2 * planned[k]) if hi is None else (lo, hi) for k, (lo, hi) in symbols.items()}
+    picks = [{k: lo for k, (lo, hi) in symbols.items()},
+             {k: planned.get(k, (lo + hi) // 2) for k, (lo, hi) in symbols.items()},
              {k: hi for k, (lo, hi) in symbols.items()}]
     return [p for i, p in enumerate(picks) if p not in picks[:i]]
 

@@ -13,7 +13,6 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 import mlcc
-from mlcc.errors import UnsupportedError
 from mlcc.runtime.bundle import BundleError
 from mlcc_test_paths import ROOT, SHARED_MODELS
 
@@ -90,14 +89,6 @@ def test_sizes_outside_the_range_or_disagreeing_are_one_line_errors(loop_bundle)
     feeds["x"] = feeds["x"][:2]
     with pytest.raises(BundleError, match=r"input 'x': shape \[2, 64\], the bundle expects \['n', 64\] = \[3, 64\]"):
         ex.run(feeds)
-
-
-def test_a_symbolic_input_needs_a_range_or_a_size(tmp_path):
-    path = tmp_path / "loop.onnx"
-    onnx.save(_loop_model(), path)
-    with pytest.raises(UnsupportedError, match=r"--shape n=1..MAX\) or a size \(--shape n=N\)"):
-        mlcc.compile(path, tmp_path / "b", targets=[])
-    assert not (tmp_path / "b").exists()
 
 
 # ---- real exports ------------------------------------------------------------------------------------

@@ -161,8 +161,8 @@ class Launch:
 class ArenaBuffer:
     """An activation's place in the arena and the steps it lives through."""
     name: str
-    bytes: int
-    offset: int
+    bytes: Size   # a number, or (a symbol with no upper end) an expression over the symbols
+    offset: Size
     first_step: int
     last_step: int
     in_place_of: Optional[str]   # always written (null when it has its own bytes)
@@ -180,7 +180,7 @@ class ArenaBuffer:
 
 @dataclass
 class MemoryPlan:
-    arena_bytes: int
+    arena_bytes: Size  # a number, or (a symbol with no upper end) an expression evaluated per run
     lower_bound_bytes: int
     alignment: int
     buffers: list[ArenaBuffer]
@@ -229,7 +229,7 @@ class Weights:
 class BufferInfo:
     """Every buffer of the plan, whatever holds it: its class (INPUT, OUTPUT, WEIGHT, ...), bytes and type."""
     tensor_class: str
-    bytes: int
+    bytes: Size
     spec: TensorSpec
 
     def to_json(self) -> Json:
@@ -256,8 +256,12 @@ class Manifest:
     stats: Json
     ir: str = "model.hlo"
     intent: str = "intent.json"
-    symbols: dict[str, list[int]] = field(default_factory=dict)  # symbol -> [min, max]; left out when empty
-    bundle_sha256: str = ""   # set last: the digest of every other file (mlcc.bundle.digest.bundle_digest)
+    symbols: dict[str, list] = field(default_factory=dict)  # symbol -> [min, max or None]; left out when empty
+    bundle_sha256: str = ""
+    # A symbol with no upper end (max None): the size its tiles were planned at, and the element counts (size
+    # expressions) that must stay at most "max" for its kernels' index arithmetic. Left out when empty.
+    planned_sizes: dict[str, int] = field(default_factory=dict)
+    index_limits: Json = field(default_factory=dict)   # set last: the digest of every other file (mlcc.bundle.digest.bundle_digest)
 
     def to_json(self) -> Json:
         d: Json = {"schema_version": self.schema_version, "model": self.model, "build": self.build,
@@ -269,6 +273,10 @@ class Manifest:
                    "stats": self.stats, "ir": self.ir, "intent": self.intent}
         if self.symbols:
             d["symbols"] = {k: list(v) for k, v in self.symbols.items()}
+        if self.planned_sizes:
+            d["planned_sizes"] = dict(self.planned_sizes)
+        if self.index_limits:
+            d["index_limits"] = self.index_limits
         d["bundle_sha256"] = self.bundle_sha256
         return d
 
@@ -279,4 +287,5 @@ class Manifest:
                         [KernelEntry.from_json(k) for k in d["kernels"]], [Launch.from_json(s) for s in d["schedule"]],
                         MemoryPlan.from_json(d["memory_plan"]), Weights.from_json(d["weights"]),
                         {name: BufferInfo.from_json(b) for name, b in d["buffers"].items()}, d["stats"], d["ir"],
-                        d["intent"], {k: list(v) for k, v in d.get("symbols", {}).items()}, d["bundle_sha256"])
+                        d["intent"], {k: list(v) for k, v in d.get("symbols", {}).items()}, d["bundle_sha256"],
+                        dict(d.get("planned_sizes", {})), dict(d.get("index_limits", {})))

@@ -28,8 +28,20 @@ def tensor_bytes(spec: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
 
 
 def largest_sizes(manifest: Mapping[str, Any]) -> dict[str, int]:
-    """Each symbol at the top of its range: the sizes the bundle's buffers are planned for."""
-    return {name: hi for name, (_, hi) in manifest.get("symbols", {}).items()}
+    """Each symbol at the top of its range: the sizes the bundle's buffers are planned for (a symbol with no
+    upper end at the size it was planned at, ``planned_sizes``)."""
+    planned = manifest.get("planned_sizes", {})
+    return {name: planned[name] if hi is None else hi for name, (_, hi) in manifest.get("symbols", {}).items()}
+
+
+def planned_memory_plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """manifest["memory_plan"] in numbers: where sizes are expressions (a symbol with no upper end), their
+    values at the planned sizes (largest_sizes), as reports and summaries show them."""
+    mp = manifest["memory_plan"]
+    at = largest_sizes(manifest)
+    return {**mp, "arena_bytes": eval_size(mp["arena_bytes"], at),
+            "buffers": [{**b, "bytes": eval_size(b["bytes"], at), "offset": eval_size(b["offset"], at)}
+                        for b in mp["buffers"]]}
 
 
 def fixed_bytes(manifest: Mapping[str, Any], exclude: Collection[str] = ()) -> int:
@@ -38,7 +50,7 @@ def fixed_bytes(manifest: Mapping[str, Any], exclude: Collection[str] = ()) -> i
     largest = largest_sizes(manifest)
     io = sum(align(max(1, tensor_bytes(s, largest))) for s in manifest["inputs"] + manifest["outputs"]
              if s["buffer"] not in exclude)
-    return manifest["memory_plan"]["arena_bytes"] + io
+    return eval_size(manifest["memory_plan"]["arena_bytes"], largest) + io
 
 
 def footprint(manifest: Mapping[str, Any]) -> int:

@@ -17,10 +17,15 @@ from mlcc.bundle.errors import InternalError
 #    a reader of version 1 would launch it with the schedule's grid and compute wrong results, so it must refuse.
 # 3: the bundle has symbolic sizes ("symbols"): shapes and grids may be expressions and launches pass
 #    "scalars"; an older reader would launch with sizes it cannot evaluate, so it must refuse.
+# 4: some symbol has no upper end (symbols[name] is [min, null]): the arena's size, buffers' bytes and offsets
+#    may be expressions, evaluated per run, and "index_limits" bounds the sizes a run may take; an older reader
+#    would allocate a number it cannot read, so it must refuse.
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
 SYMBOLIC_SCHEMA_VERSION = 3
-SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION)  # what the runtime reads
+UNBOUNDED_SCHEMA_VERSION = 4
+SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
+                     UNBOUNDED_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1
 
 

@@ -7,7 +7,10 @@ file, a bitcast is a view of its operand's buffer, tuples hold no data. Every
 other value is an ACTIVATION in one arena, or an OUTPUT buffer of its own. Arena
 offsets are chosen greedily by size over live ranges (best fit, as XLA's heap
 simulator does for its default heuristic) and the peak is compared with the lower
-bound: the largest sum of bytes live at one step.
+bound: the largest sum of bytes live at one step. A module with a symbol that has no upper end
+(``Module.unbounded``) places the buffers that grow with it above the others, with offsets and the arena's
+size as expressions (mlcc/hlo/symbolic_arena.py); ``bytes`` and ``offset`` are then their values at the
+planned sizes, ``size`` and ``offset_expr`` what holds at every size.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlcc.bundle.layout import ALIGNMENT, align  # noqa: F401 - the bundle format's alignment, named here too
-from mlcc.hlo.ir import Instruction, Module, Shape
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Module, Shape
 from mlcc.hlo.opcodes import ops_with
+from mlcc.hlo.symbolic import Sym, as_sym, evaluate
+from mlcc.hlo.symbolic_arena import Chain, place_symbolic
 
 NO_KERNEL = ops_with("no_kernel")
 
@@ -34,6 +39,18 @@ class Buffer:
     producer_step: int | None   # the step whose kernel writes it (None for inputs and weights)
     uses: list[int] = field(default_factory=list)  # steps whose kernel reads or writes it
     offset: int | None = None   # arena offset (ACTIVATION only)
+    size: Sym | None = None     # bytes as an expression, when they grow with an unbounded symbol
+    offset_expr: int | str | None = None  # the offset at every size (an unbounded module's arena only)
+
+    @property
+    def size_key(self) -> tuple[int, str]:
+        """What two buffers of the same size share: bytes, and the expression when they have one."""
+        return self.bytes, "" if self.size is None else str(self.size)
+
+    @property
+    def bytes_expr(self) -> int | str:
+        """The bytes at every size: a number, or an expression over the symbols."""
+        return self.bytes if self.size is None else str(self.size)
 
     @property
     def first_step(self) -> int:
@@ -52,6 +69,7 @@ class BufferPlan:
     arena_bytes: int
     lower_bound: int
     in_place: dict[str, str] = field(default_factory=dict)  # output buffer -> operand buffer it overwrites
+    arena_expr: int | str | None = None  # the arena's bytes at every size, when a symbol has no upper end
 
     def buffer_of(self, inst: Instruction) -> Buffer:
         return self.buffers[self.value_buffer[inst.name]]
@@ -92,6 +110,9 @@ def assign_buffers(module: Module) -> BufferPlan:
         shape = inst.shape
         nbytes = shape.upper_nbytes(module.symbols)  # a symbolic size is planned at the top of its range
         buffers[inst.name] = Buffer(inst.name, cls, shape, nbytes, step_of.get(id(inst)))
+        size = as_sym(shape.numel_expr()) * DTYPE_BYTES[shape.dtype]
+        if set(size.symbols()) & module.unbounded:
+            buffers[inst.name].size = size
 
     for s, inst in enumerate(steps):
         for v in [*inst.operands, inst]:
@@ -101,9 +122,12 @@ def assign_buffers(module: Module) -> BufferPlan:
 
     arena = [b for b in buffers.values() if b.tensor_class == "ACTIVATION"]
     shares = _in_place_pairs(steps, buffers, value_buffer)
-    arena_bytes = _place(arena, shares)
+    if module.unbounded:
+        arena_bytes, arena_expr = _place_unbounded(arena, shares, module.symbols)
+    else:
+        arena_bytes, arena_expr = _place(arena, shares), None
     lower_bound = _peak_live(arena, len(steps))
-    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares)
+    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares, arena_expr)
     module.buffer_plan = plan
     return plan
 
@@ -151,12 +175,44 @@ def _in_place_pairs(steps: list[Instruction], buffers: dict[str, Buffer], value_
             op = inst.operands[i]
             src = buffers[value_buffer[op.name]]
             if (src.tensor_class == "ACTIVATION" and src.last_step == s and src.name not in taken
-                    and op.shape.layout == inst.shape.layout and src.bytes == out.bytes
+                    and op.shape.layout == inst.shape.layout and src.size_key == out.size_key
                     and sum(1 for o in inst.operands if value_buffer[o.name] == src.name) == 1):
                 shares[out.name] = src.name
                 taken.add(src.name)
                 break
     return shares
+
+
+def _place_unbounded(arena: list[Buffer], shares: dict[str, str],
+                     planned: dict[str, tuple[int, int]]) -> tuple[int, int | str]:
+    """The arena when some buffers grow with a symbol that has no upper end (mlcc/hlo/symbolic_arena.py):
+    the fixed ones by the numeric plan at the bottom, the growing ones above them with offsets as expressions,
+    ordered as the numeric plan orders them at the planned sizes. (arena bytes at those sizes, at every size)"""
+    growing = [b for b in arena if b.size is not None]
+    fixed = [b for b in arena if b.size is None]
+    base = _place(fixed, shares)
+    for b in fixed:
+        b.offset_expr = b.offset
+    _place(growing, shares)  # the order only
+    head: dict[str, str] = {}  # each buffer's in-place chain, named by its first buffer (as _place names it)
+    for b in growing:
+        n = b.name
+        while n in shares:
+            n = shares[n]
+        head[b.name] = n
+    chains: dict[str, Chain] = {}
+    for b in growing:
+        c = chains.get(head[b.name])
+        if c is None:
+            chains[head[b.name]] = Chain(head[b.name], b.size, b.first_step, b.last_step, b.offset)
+        else:
+            c.first, c.last = min(c.first, b.first_step), max(c.last, b.last_step)
+    offsets, arena_expr = place_symbolic(list(chains.values()), base)
+    at = {k: hi for k, (_, hi) in planned.items()}
+    for b in growing:
+        b.offset_expr = offsets[head[b.name]]
+        b.offset = evaluate(b.offset_expr, at)
+    return evaluate(arena_expr, at), arena_expr
 
 
 def _place(buffers: list[Buffer], shares: dict[str, str] | None = None) -> int:

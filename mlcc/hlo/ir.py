@@ -465,6 +465,9 @@ class Module:
     analyses: Analyses = field(default_factory=Analyses)
     # Each symbolic dim's inclusive range of sizes (mlcc/hlo/symbolic.py); size decisions use the upper end.
     symbols: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Symbols given no range: their entry in ``symbols`` is (lo, DEFAULT_SIZE), the size tiles are planned for,
+    # and at run time they take any size from lo up (buffer sizes and arena offsets become expressions).
+    unbounded: set[str] = field(default_factory=set)
     source_files: list[Path] = field(default_factory=list)  # files besides the model the frontend read (ONNX data)
 
     @property

@@ -259,7 +259,9 @@ class _Parser:
                 module.symbols = self.symbol_ranges()
                 continue
             val = self.value()
-            if key == "is_scheduled":
+            if key == "unbounded":
+                module.unbounded = set(val if isinstance(val, tuple) else (val,))
+            elif key == "is_scheduled":
                 module.is_scheduled = bool(val)
             elif key == "properties":
                 known = {p.value: p for p in Property}

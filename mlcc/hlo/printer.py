@@ -71,6 +71,8 @@ def format_module(module: Module) -> str:
         header += f", output_names={format_value(list(module.output_names))}"
     if module.symbols:
         header += ", symbols={" + ", ".join(f"{k}={{{lo},{hi}}}" for k, (lo, hi) in sorted(module.symbols.items())) + "}"
+    if module.unbounded:
+        header += ", unbounded={" + ",".join(sorted(module.unbounded)) + "}"
     # Called computations first, entry last: definitions precede uses.
     comps = [c for c in module.computations if not c.is_entry] + [module.entry]
     return header + "\n\n" + "\n\n".join(format_computation(c) for c in comps) + "\n"

@@ -5,7 +5,11 @@ A dim of a Shape is an int or a symbolic expression kept as its canonical text
 print as XLA-style text; ``Sym`` is the arithmetic form. Every symbol is a
 non-negative size bound at run time; a module records each one's range
 (``Module.symbols``), and decisions that depend on a size (tiles, arena
-offsets) use the range's upper end. Pure Python: the runtime evaluates the same
+offsets) use the range's upper end. A symbol given no range is planned at
+DEFAULT_SIZE (its entry in ``Module.symbols`` is (0, DEFAULT_SIZE)) and named in
+``Module.unbounded``: tiles are chosen for that size, but nothing that must hold
+at every size (index arithmetic, masks, buffer sizes) may rely on it; those use
+``sound_ranges``, where it reaches SYMBOL_MAX. Pure Python: the runtime evaluates the same
 expressions a bundle's manifest holds, with no compiler module imported.
 """
 
@@ -20,6 +24,15 @@ Monomial = tuple[str, ...]  # symbol names, sorted, repeated for powers; () is t
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(.))")
+
+
+# A symbol given no range: tiles are chosen as if it were DEFAULT_SIZE. Small on purpose: the sizes a dynamic
+# dim takes most (a batch, a prompt) are short, a tile chosen for a short size still covers a long one with
+# more programs (every template loops or launches over the rest), and a tile chosen for a long size wastes
+# most of its lanes at a short one. The shared tiny models' position tables (64 rows) reach past it.
+DEFAULT_SIZE = 32
+# The largest value any symbol takes at run time: kernels receive sizes as 32-bit arguments.
+SYMBOL_MAX = 2**31 - 1
 
 
 class SymbolicError(ValueError):
@@ -268,6 +281,12 @@ def evaluate(d: "int | str | Sym", env: Mapping[str, int]) -> int:
 def upper(d: "int | str | Sym", ranges: Mapping[str, tuple[int, int]]) -> int:
     """The largest value d takes with every symbol in its range."""
     return d if isinstance(d, int) else as_sym(d).bounds(ranges)[1]
+
+
+def sound_ranges(symbols: Mapping[str, tuple[int, int]], unbounded: "set[str] | frozenset[str]") -> dict[str, tuple[int, int]]:
+    """The values each symbol may take at run time: its range, or from its low end up to SYMBOL_MAX when it
+    has no upper end (``symbols`` holds the size it was planned at)."""
+    return {k: ((lo, SYMBOL_MAX) if k in unbounded else (lo, hi)) for k, (lo, hi) in symbols.items()}
 
 
 def parse(text: str) -> Sym:

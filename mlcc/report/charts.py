@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from mlcc.bundle.memory import planned_memory_plan
 from mlcc.emit.target.targets import DeviceModel
 from mlcc.inspect import human_bytes, human_seconds
 
@@ -42,7 +43,7 @@ def _step_ticks(n: int, count: int = 10) -> list[int]:
 def memory_timeline(manifest: dict[str, Any], colors: dict[str, str], kernel_kind: dict[str, str],
                     width: float = 1080, height: float = 320) -> dict[str, Any]:
     """Arena buffers as bars: x = schedule steps they are live over, y = their byte range in the arena."""
-    mp = manifest["memory_plan"]
+    mp = planned_memory_plan(manifest)  # numbers, at the planned sizes where they are expressions
     steps = len(manifest["schedule"])
     arena = max(mp["arena_bytes"], 1)
     left, top = 78.0, 10.0

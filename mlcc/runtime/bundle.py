@@ -29,6 +29,7 @@ from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
 from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
 from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
 from mlcc.bundle.sizes import SizeError, eval_size
+from mlcc.runtime.arena import GrowingArena, is_growing
 from mlcc.runtime.cuda import CudaDevice
 from mlcc.runtime.device import Device, gpu_grid
 from mlcc.runtime.interpreter import CpuDevice
@@ -115,8 +116,16 @@ class Executable:
         self.streamer: ModelBinding | None = None  # under a budget: binds the engine's items to the steps
         self._name = self.path.name
         self._workload: Workload | None = None
+        # A symbol with no upper end: the arena is allocated per run, as large as the run needs (runtime/arena.py).
+        self._growing = GrowingArena(m) if is_growing(m.memory_plan) else None
+        if self._growing is not None and (hbm_budget is not None or _session is not None):
+            raise BundleError(f"{self.path}: a device memory budget (or a session's) needs every symbol to have "
+                              f"a range, and "
+                              f"{', '.join(k for k, (_, hi) in m.symbols.items() if hi is None)} has none "
+                              f"(compile with --shape NAME=MIN..MAX)")
         with self.backend.guard():
-            self._arena = self.backend.alloc(m.memory_plan.arena_bytes, zero=True)
+            if self._growing is None:
+                self._arena = self.backend.alloc(m.memory_plan.arena_bytes, zero=True)
             weights_path = self.path / m.weights.file
             if _session is not None:
                 self._name = _session[0]
@@ -127,7 +136,7 @@ class Executable:
                     self._static[w.name] = self._view(self._weights, w.offset, w.bytes, w.spec.numpy_dtype)
             else:
                 self._load_streaming(weights_path, hbm_budget, policy)
-            for b in m.memory_plan.buffers:
+            for b in m.memory_plan.buffers if self._growing is None else []:
                 self._static[b.name] = self._view(self._arena, b.offset, b.bytes, b.spec.numpy_dtype)
 
     def _load_streaming(self, weights_path: Path, hbm_budget: int | str, policy: str) -> None:
@@ -186,9 +195,9 @@ class Executable:
             for k, (d, n) in enumerate(zip(s.spec.shape, arrays[s.name].shape)):
                 if isinstance(d, str) and d in ranges and d not in env:
                     lo, hi = ranges[d]
-                    if not lo <= n <= hi:
+                    if not lo <= n <= (n if hi is None else hi):
                         raise BundleError(f"input '{s.name}': dim {k} ('{d}') is {n}, the bundle was built "
-                                          f"for {d} in {lo}..{hi}")
+                                          f"for {d} in {lo}..{'' if hi is None else hi}")
                     env[d] = int(n)
         for s in self.records.inputs:
             arr = arrays[s.name]
@@ -234,6 +243,8 @@ class Executable:
         managed = self.streamer.managed if self.streamer is not None else set()  # KV caches a session keeps
         with device.guard():
             buffers = dict(self._static)
+            if self._growing is not None:
+                buffers.update(self._growing.views(env, lambda n: device.alloc(n, zero=True), self._view))
             for s in m.inputs:
                 if s.buffer in managed:
                     continue

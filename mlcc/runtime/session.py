@@ -20,7 +20,7 @@ from typing import Any, Mapping, Optional
 import numpy as np
 
 from mlcc.bundle.errors import BundleError
-from mlcc.bundle.memory import BudgetSpecError
+from mlcc.bundle.memory import BudgetSpecError, largest_sizes
 from mlcc.bundle.sizes import eval_size
 from mlcc.runtime.bundle import Executable, link_bandwidth_of, open_device, read_manifest, torch_bytes
 from mlcc.runtime.policies import make_policy
@@ -125,7 +125,7 @@ def random_inputs(session: Session, model: str, seed: int = 0) -> dict[str, np.n
     floats; the sizes at the top of their symbols' ranges, but the caches the session keeps."""
     exe = session.executables[model]
     rng = np.random.default_rng(seed)
-    env = {name: hi for name, (_, hi) in exe.records.symbols.items()}
+    env = largest_sizes(exe.manifest)
     m = session.work.models[model]
     if m.kv_symbol() is not None:
         env[m.kv_symbol()] = 0

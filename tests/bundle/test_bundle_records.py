@@ -29,12 +29,17 @@ def _symbolic_model() -> onnx.ModelProto:
 def bundles(tmp_path_factory):
     root = tmp_path_factory.mktemp("records")
     onnx.save(_symbolic_model(), root / "sym.onnx")
+    rows = h.make_graph([h.make_node("Softmax", ["x"], ["s"], axis=0), h.make_node("Softmax", ["s"], ["y"], axis=1)],
+                        "rows", [h.make_tensor_value_info("x", T.FLOAT, ["n", 64])],
+                        [h.make_tensor_value_info("y", T.FLOAT, ["n", 64])])
+    onnx.save(h.make_model(rows, opset_imports=[h.make_opsetid("", 17)]), root / "rows.onnx")  # n given no range
     return {"static": mlcc.compile(EXAMPLES / "mlp.onnx", root / "mlp", targets=["sm_80"]).out_dir,
             "symbolic": mlcc.compile(root / "sym.onnx", root / "sym", targets=["sm_80"],
-                                     shapes={"n": "1..256"}).out_dir}
+                                     shapes={"n": "1..256"}).out_dir,
+            "unbounded": mlcc.compile(root / "rows.onnx", root / "unbounded", targets=["sm_80"]).out_dir}
 
 
-@pytest.mark.parametrize("kind", ["static", "symbolic"])
+@pytest.mark.parametrize("kind", ["static", "symbolic", "unbounded"])
 def test_manifest_records_round_trip_the_written_bytes(bundles, kind):
     text = (bundles[kind] / "manifest.json").read_text()
     manifest = Manifest.from_json(json.loads(text))
@@ -46,7 +51,7 @@ def test_manifest_records_round_trip_the_written_bytes(bundles, kind):
         assert (bundles[kind] / k.source).is_file() and (bundles[kind] / k.binaries["sm_80"].path).is_file()
 
 
-@pytest.mark.parametrize("kind", ["static", "symbolic"])
+@pytest.mark.parametrize("kind", ["static", "symbolic", "unbounded"])
 def test_intent_records_round_trip_the_written_bytes(bundles, kind):
     text = (bundles[kind] / "intent.json").read_text()
     intent = Intent.from_json(json.loads(text))
@@ -60,6 +65,19 @@ def test_symbolic_bundle_records_hold_expressions_and_scalars(bundles):
     assert m.inputs[0].spec == TensorSpec("f32", "float32", ["n", 64], [1, 0])
     assert all(launch.scalars == ["n"] for launch in m.schedule)
     assert any(isinstance(g, str) and "n" in g for launch in m.schedule for g in launch.grid)
+
+
+def test_a_symbol_without_a_range_makes_a_schema_4_bundle_with_arena_expressions(bundles):
+    m = Manifest.from_json(json.loads((bundles["unbounded"] / "manifest.json").read_text()))
+    assert m.schema_version == 4 and m.symbols == {"n": [0, None]} and m.planned_sizes == {"n": 32}
+    assert m.index_limits == {"max": 2**31 - 1 - 2**16, "counts": ["64*n"]}
+    assert m.memory_plan.arena_bytes == "256*n"  # the first softmax's [n, 64] f32 result
+    assert [(b.bytes, b.offset) for b in m.memory_plan.buffers] == [("256*n", 0)]
+    assert m.buffers[m.memory_plan.buffers[0].name].bytes == "256*n"
+    doc = m.to_json()
+    doc["memory_plan"]["arena_bytes"] = ["256*n"]
+    with pytest.raises(mlcc.MlccError, match="manifest.json does not follow its schema at 'memory_plan/arena_bytes'"):
+        validate("manifest", doc)
 
 
 def test_optional_keys_are_left_out_when_absent():
@@ -96,9 +114,9 @@ def test_a_manifest_missing_what_the_format_requires_is_a_bundle_error(bundles, 
     (tmp_path / "manifest.json").write_text(dumps(doc))
     with pytest.raises(BundleError, match="manifest.json: not a bundle manifest .KeyError: 'args'"):
         mlcc.load(tmp_path)
-    doc["schema_version"] = 4
+    doc["schema_version"] = 5
     (tmp_path / "manifest.json").write_text(dumps(doc))
-    with pytest.raises(BundleError, match="bundle schema 4 is not supported"):
+    with pytest.raises(BundleError, match="bundle schema 5 is not supported"):
         mlcc.load(tmp_path)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from mlcc.emit.codegen.body import (Broadcast, Div, For, Index, IndexValue, MaskStmt, Mod, Stmt, Store, Widen,
                                     verify_body)
-from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Ranges, Size, exact_quotient, interval, settled, size,
+from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Ranges, Size, exact_quotient, interval, settled, size, sound,
                                         size_code)
 
 
@@ -24,7 +24,7 @@ class Body:
 
     def __init__(self, index_dtype: str, ranges: Ranges) -> None:
         self.index_dtype = index_dtype
-        self.ranges = ranges
+        self.ranges = sound(ranges)  # proofs hold at every size the symbols take, not only the planned one
         self.stmts: list[Stmt] = []
         self.inputs: dict[str, str] = {}
         self.depth = 0

@@ -28,7 +28,22 @@ Size = Union[int, Sym]  # a coefficient or constant: an int, or a size known onl
 # The symbols' ranges a lowering decides by (Module.symbols: name -> inclusive (lo, hi)): lower_module hands
 # the module's to every lowering, which passes them on to whatever reads a size's bounds (tiles, masks, loops).
 Ranges = Mapping[str, tuple[int, int]]
-NO_RANGES: Ranges = MappingProxyType({})  # a static module's: a symbolic size then fails loudly (SymbolicError)
+NO_RANGES: Ranges = MappingProxyType({})
+
+
+class PlannedRanges(dict):
+    """A module's ranges when a symbol has no upper end: read as a mapping, each such symbol at the size it is
+    planned at (tiles, index widths, costs); ``sound`` holds the values it may take at run time, what index
+    arithmetic, masks and loop bounds must hold for (Builder reads it)."""
+
+    def __init__(self, planned: Ranges, sound: Ranges) -> None:
+        super().__init__(planned)
+        self.sound = dict(sound)
+
+
+def sound(ranges: Ranges) -> Ranges:
+    """The values the symbols may take at run time (a PlannedRanges' sound ranges; any other's own)."""
+    return getattr(ranges, "sound", ranges)  # a static module's: a symbolic size then fails loudly (SymbolicError)
 
 
 def interval(x: Size, ranges: Ranges) -> tuple[int, int]:

@@ -29,7 +29,7 @@ from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.coords import upper
 from mlcc.emit.codegen.elementwise import has_code
 from mlcc.emit.codegen.indexing import (NEVER, Affine, Mask, Ranges, Size, exact_quotient, interval, linear_offset,
-                                        row_major_strides, size, size_code)
+                                        row_major_strides, size, size_code, sound)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, next_pow2, render,
                               triton_pointer)
 from mlcc.errors import UnsupportedError
@@ -564,7 +564,7 @@ def loop_body(comp: Computation, inst: Instruction, ranges: Ranges) -> LoopEmitt
     n = size(first.numel_expr())
     em = LoopEmitter(inputs, _index_dtype(comp, inputs, outputs, ranges), ranges)
     if n != 0:
-        em.body.bound(LINEAR, 0, upper(n, ranges) - 1)  # in the lanes that store; the others load and store nothing
+        em.body.bound(LINEAR, 0, upper(n, sound(ranges)) - 1)  # in the lanes that store; the others load and store nothing
         order = list(reversed(first.layout))  # major to minor: the physical order of the walk
         coords = [Affine()] * first.rank
         dims = _dims(first)

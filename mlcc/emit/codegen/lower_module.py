@@ -21,7 +21,7 @@ from typing import Sequence
 # Importing the lowering modules registers their lowerings in LOWERINGS: a plain import, so a module
 # missing or misnamed here fails when this module loads instead of its fusion kind silently vanishing.
 from mlcc.emit.codegen import attention, contraction, loop, normalization, pooling, reduction
-from mlcc.emit.codegen.indexing import Ranges
+from mlcc.emit.codegen.indexing import PlannedRanges, Ranges
 from mlcc.emit.codegen.kernel import LOWERINGS, Kernel, lower, lowering_key
 from mlcc.emit.target.targets import Target
 from mlcc.emit.target.tuning_db import TuningDb, configure_targets
@@ -29,7 +29,7 @@ from mlcc.emit.tiling import TILINGS, Tiling
 from mlcc.errors import InternalError, UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.ir import Instruction, Module
-from mlcc.hlo.symbolic import SymbolicError, symbols_of
+from mlcc.hlo.symbolic import SymbolicError, sound_ranges, symbols_of
 from mlcc.names import sanitize_identifier
 
 LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention)
@@ -81,7 +81,10 @@ def lower_module(module: Module, plan: BufferPlan, targets: Sequence[Target] = (
     missing = sorted({lowering_key(i) for i in plan.steps if lowering_key(i) not in LOWERINGS})
     if missing:
         raise UnsupportedError(f"no kernel template for {', '.join(missing)}")
-    _lower_steps(plan, module.symbols, targets, tuning, kernels, by_key, launches)
+    ranges: Ranges = module.symbols
+    if module.unbounded:
+        ranges = PlannedRanges(module.symbols, sound_ranges(module.symbols, module.unbounded))
+    _lower_steps(plan, ranges, targets, tuning, kernels, by_key, launches)
     return kernels, launches
 
 

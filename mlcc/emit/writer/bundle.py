@@ -19,8 +19,10 @@ from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
-from mlcc.bundle.schemas import OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, dumps, validate
+from mlcc.bundle.schemas import (OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
+                                 UNBOUNDED_SCHEMA_VERSION, dumps, validate)
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
+from mlcc.emit.codegen.loop import INT32_SAFE
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.emit.writer.intent import build_intent
@@ -30,6 +32,7 @@ from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.lazy_constants import ConcatenatedWeights, block
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.traffic import kernel_bytes
+from mlcc.hlo.symbolic import Sym, as_sym
 
 def tensor_spec(shape: Shape) -> TensorSpec:
     return TensorSpec(shape.dtype, numpy_dtype(shape.dtype).name, list(shape.dims), list(shape.layout))
@@ -164,7 +167,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
 
     entry = module.entry
     manifest = Manifest(
-        schema_version=SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
+        schema_version=(UNBOUNDED_SCHEMA_VERSION if module.unbounded else SYMBOLIC_SCHEMA_VERSION if module.symbols
+                        else _schema_version(kernels, targets)),
         model=model_info, build=build_info, targets=[t.name for t in targets],
         inputs=[IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape)) for p in entry.parameters()],
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
@@ -173,9 +177,11 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
         memory_plan=memory_plan(plan),
         weights=Weights("weights.bin", ALIGNMENT, weights),
-        buffers={b.name: BufferInfo(b.tensor_class, b.bytes, tensor_spec(b.shape)) for b in plan.buffers.values()},
+        buffers={b.name: BufferInfo(b.tensor_class, b.bytes_expr, tensor_spec(b.shape)) for b in plan.buffers.values()},
         stats=stats, ir="model.hlo", intent="intent.json",
-        symbols={k: list(v) for k, v in sorted(module.symbols.items())})
+        symbols={k: [lo, None if k in module.unbounded else hi] for k, (lo, hi) in sorted(module.symbols.items())},
+        planned_sizes={k: module.symbols[k][1] for k in sorted(module.unbounded)},
+        index_limits=index_limits(module))
     manifest.bundle_sha256 = bundle_digest(out)
     document = manifest.to_json()
     validate("manifest", document)
@@ -211,10 +217,30 @@ def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
 
 
 def memory_plan(plan: BufferPlan) -> MemoryPlan:
-    return MemoryPlan(plan.arena_bytes, plan.lower_bound, ALIGNMENT,
-                      [ArenaBuffer(b.name, b.bytes, b.offset, b.first_step, b.last_step, plan.in_place.get(b.name),
-                                   tensor_spec(b.shape))
+    """The arena: in numbers, or where a symbol has no upper end, sizes and offsets that are expressions."""
+    unbounded = plan.arena_expr is not None
+    return MemoryPlan(plan.arena_expr if unbounded else plan.arena_bytes, plan.lower_bound, ALIGNMENT,
+                      [ArenaBuffer(b.name, b.bytes_expr, b.offset_expr if unbounded else b.offset, b.first_step,
+                                   b.last_step, plan.in_place.get(b.name), tensor_spec(b.shape))
                        for b in sorted(plan.arena_buffers(), key=lambda b: (b.first_step, b.name))])
+
+
+def index_limits(module: Module) -> dict[str, Any]:
+    """Where a symbol has no upper end: the element counts of every value a kernel indexes (each instruction's,
+    fused ones too, and each attention's scores) that grow with it, which a run must keep within 32-bit index
+    arithmetic (kernels index in int32 wherever the planned sizes allow; the margin is one block, as
+    mlcc/emit/codegen/loop.py's INT32_SAFE)."""
+    if not module.unbounded:
+        return {}
+    counts: set[Sym] = set()
+    for inst in module.all_instructions():
+        shapes = inst.shape.elements if inst.shape.is_tuple else [inst.shape]
+        found = [as_sym(s.numel_expr()) for s in shapes]
+        if inst.opcode == "attention" and len(inst.operands) >= 2:
+            q, k = inst.operands[0].shape, inst.operands[1].shape
+            found.append(as_sym(q.numel_expr()) // as_sym(q.dims[-1]) * as_sym(k.dims[-2]))
+        counts.update(c for c in found if set(c.symbols()) & module.unbounded)
+    return {"max": INT32_SAFE, "counts": sorted(str(c) for c in counts)}
 
 
 def source_names(module: Module, plan: BufferPlan) -> dict[str, list[str]]:

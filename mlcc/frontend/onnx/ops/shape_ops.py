@@ -419,9 +419,26 @@ def _slice_bound(node: OnnxNode, v: int | Sym, dim: Dim) -> Dim:
     if negative is None:
         raise node.unsupported(f"cannot tell the sign of slice bound {v} (give dim_ranges)")
     inside = at_most(v, dim, ranges)
+    if inside is None and _implies_range(node, v, dim):
+        inside = True
     if inside is None:
         raise node.unsupported(f"cannot tell whether slice bound {v} <= dim {dim} (give dim_ranges)")
     return dim_of(v) if inside else dim
+
+
+def _implies_range(node: OnnxNode, v: int | Sym, dim: Dim) -> bool:
+    """A symbol given no range that slices a static dim ([0:seq] of a 64-row position table) is taken to be at
+    most that dim: past it the slice would clamp to the dim while the rest of the model keeps the symbol's
+    length, so the model has no longer valid size. The symbol gets the range 0..dim (the runtime refuses a
+    longer input, naming it); True when that is what was done."""
+    s = as_sym(v)
+    names = s.symbols()
+    if not isinstance(dim, int) or dim < 1 or len(names) != 1 or s != Sym.symbol(names[0]):
+        return False
+    if names[0] in node.ctx.ranges:
+        return False
+    node.ctx.ranges[names[0]] = (0, dim)
+    return True
 
 
 @onnx_op("Tile", since=6)
