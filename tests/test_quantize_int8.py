@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
 import mlcc
@@ -158,6 +158,28 @@ def test_calibration_file_errors(tmp_path):
     assert len(load_calibration(tmp_path / "one.npz", model)) == 1
     with pytest.raises(UsageError, match="--calibration"):
         mlcc.compile(QUANT / "cnn.onnx", tmp_path / "b", targets=[], quantize="int8")
+
+
+def test_samples_of_several_inputs_must_agree(tmp_path):
+    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("MatMul", ["s", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 4]) for n in "ab"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    np.savez(tmp_path / "counts.npz", a=np.zeros((3, 2, 4), np.float32), b=np.zeros((2, 2, 4), np.float32))
+    with pytest.raises(InvalidInputError, match=r"counts\.npz.*different numbers of samples: 'a' 3, 'b' 2"):
+        load_calibration(tmp_path / "counts.npz", model)
+    np.savez(tmp_path / "dtype.npz", a=np.zeros((2, 4), np.int64), b=np.zeros((2, 4), np.float32))
+    with pytest.raises(InvalidInputError, match=r"dtype\.npz.*'a' is int64"):
+        load_calibration(tmp_path / "dtype.npz", model)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "ok.npz", a=rng.standard_normal((3, 2, 4)).astype(np.float32),
+             b=rng.standard_normal((2, 4)).astype(np.float32)[None].repeat(3, 0))
+    samples = load_calibration(tmp_path / "ok.npz", model)
+    assert len(samples) == 3 and samples[1]["a"].shape == (2, 4)
+    ranges = calibrate(onnx.shape_inference.infer_shapes(model), samples)
+    s = np.stack([x["a"] + x["b"] for x in samples])
+    assert ranges["s"] == (s.min(), s.max())
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

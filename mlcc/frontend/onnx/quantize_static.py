@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import TensorProto
@@ -75,7 +76,8 @@ def load_calibration(path: str | Path, model: onnx.ModelProto) -> list[dict[str,
                                     f"{', '.join(sorted(arrays)) or 'nothing'})", file=str(path))
         a = arrays[name]
         want = onnx.helper.tensor_dtype_to_np_dtype(types[name])
-        if a.dtype != want and not (np.issubdtype(a.dtype, np.number) and np.can_cast(a.dtype, want, "same_kind")):
+        kinds = {a.dtype.kind, np.dtype(want).kind}
+        if a.dtype != want and not (kinds == {"f"} or kinds <= {"i", "u"}):  # another float or integer width is cast
             raise InvalidInputError(f"calibration input '{name}' is {a.dtype}, the model's input is {want}",
                                     file=str(path))
         shown = "x".join("?" if d is None else str(d) for d in dims)
@@ -154,7 +156,8 @@ def quantize_int8(model: onnx.ModelProto, ranges: dict[str, tuple[np.ndarray, np
     from onnxruntime.quantization.quant_utils import update_opset_version
     from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
     model = update_opset_version(model, QuantType.QInt8, QuantType.QUInt8)
-    data = TensorsData(CalibrationMethod.MinMax, {n: TensorData(lowest=lo, highest=hi) for n, (lo, hi) in ranges.items()})
+    data = TensorsData(CalibrationMethod.MinMax,
+                       {n: TensorData(lowest=lo, highest=hi) for n, (lo, hi) in ranges.items()})
     op_types = sorted(set(QLinearOpsRegistry) | set(QDQRegistry))  # quantize_static's default: every op it knows
     level = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process, its notes on scales it adjusted
