@@ -145,7 +145,12 @@ def main() -> None:
               help="Fail (exit 69) if a kernel's binary spills registers (otherwise a warning per kernel and target).")
 @click.option("--quantize", default=None, metavar="SCHEME",
               help="Quantize the float weights: w4 or w4:BLOCK (BLOCK 32, the default, or 128), weight-only 4-bit "
-                   "blocks, symmetric, rounded as onnxruntime's MatMulNBitsQuantizer (RTN) does.")
+                   "blocks, symmetric, rounded as onnxruntime's MatMulNBitsQuantizer (RTN) does; or int8 (with "
+                   "--calibration): static int8 QDQ, per-channel s8 weights, u8 activations, as onnxruntime's "
+                   "quantize_static (MinMax) writes it.")
+@click.option("--calibration", default=None, metavar="NPZ",
+              help="Calibration inputs for --quantize int8: an .npz by input name, one sample per array or "
+                   "S samples along a leading axis.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
@@ -158,7 +163,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                werror_spills: bool | None, quantize: str | None, report_path: Path | None, as_json: bool, quiet: bool,
+                werror_spills: bool | None, quantize: str | None, calibration: str | None, report_path: Path | None, as_json: bool, quiet: bool,
                 progress_delay: float, debug: bool) -> None:
     """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
 
@@ -171,7 +176,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "jobs": jobs, "cache_dir": "" if no_cache else cache_dir, "force": force or None, "depfile": depfile,
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
                "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned,
-               "werror_spills": werror_spills, "quantize": quantize}
+               "werror_spills": werror_spills, "quantize": quantize,
+               "calibration": calibration}
         options = _options(config_path, cli)
         with _progress(not quiet and not as_json, progress_delay) as progress:
             result = mlcc.compile(model, out_dir, progress=progress, options=options)
@@ -339,10 +345,11 @@ def _replay(bundles: tuple[Path, ...], trace_path: Path, device: str, hbm_budget
 @click.option("--quantize", default=None, metavar="SCHEME",
               help="As for compile; also builds the float model and reports both errors (the accuracy change). "
                    "The quantized outputs are held to --rtol/--atol only when given.")
+@click.option("--calibration", default=None, metavar="NPZ", help="As for compile (--quantize int8).")
 @click.option("--json", "as_json", is_flag=True)
 def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device: str, seed: int,
                rtol: float | None, atol: float | None, targets: str | None, precision: str, shapes: tuple[str, ...],
-               quantize: str | None, as_json: bool) -> None:
+               quantize: str | None, calibration: str | None, as_json: bool) -> None:
     """Compile MODEL if needed, run it, and compare every output with onnxruntime (exit 1 on mismatch)."""
     import mlcc
     from mlcc.compiler import detect_format
@@ -357,7 +364,8 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
             if sim_target and sim_target not in default_targets:  # --device sim:gfx942 compiles for it too
                 default_targets.append(sim_target)
             opts = mlcc.CompileOptions(targets=targets.split(",") if targets else default_targets, precision=precision,
-                                       shapes=_parse_shapes(shapes), quantize=quantize)
+                                       shapes=_parse_shapes(shapes), quantize=quantize,
+                                       calibration=calibration)
             tol = PRECISION_TOLERANCES[precision]
             data = load_npz(inputs_path) if inputs_path else {}
 
@@ -393,7 +401,7 @@ def verify_cmd(model: Path, bundle: Path | None, inputs_path: str | None, device
             if quantize:
                 # the float build is held to the precision's tolerances; the quantized one only to --rtol/--atol
                 # when given (its error against the float model is the accuracy change it reports)
-                float_opts = dataclasses.replace(opts, quantize=None)
+                float_opts = dataclasses.replace(opts, quantize=None, calibration=None)
                 float_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mlcc-verify-float-"))) / "b"
                 float_checks, _ = check(float_dir, float_opts, rtol, atol)
                 given = rtol is not None or atol is not None  # else only a NaN/inf where the reference has none fails

@@ -13,6 +13,7 @@ import gc
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +40,8 @@ from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
 from mlcc.hlo.symbolic import DEFAULT_SIZE, symbols_of
 from mlcc.hlo.traffic import kernel_bytes
-from mlcc.hlo.passes.quantize_weights import SCHEMES, parse_scheme
+from mlcc.frontend.onnx.quantize_static import quantize_static_int8
+from mlcc.hlo.passes.quantize_weights import SCHEMES, is_static_int8, parse_scheme
 from mlcc.pipeline import check_disabled, compile_pipeline
 from mlcc.version import __version__
 
@@ -66,7 +68,9 @@ class CompileOptions:
     tuning_db: str | None = None       # YAML of measured launch configs by kernel signature and target (mlcc tune)
     require_tuned: bool = False        # a tunable (kernel, target) without a tuning entry is an error
     werror_spills: bool = False        # a binary that spills registers is an error (exit 69), not a warning
-    quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize)
+    quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize);
+                                       # int8: static int8 QDQ calibrated on `calibration` (.npz by input name)
+    calibration: str | None = None     # --calibration: hashed as an input of the build, not recorded as an option
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
@@ -112,6 +116,9 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
     import onnx  # third-party and slow to import: only when compiling
     if isinstance(model, onnx.ModelProto):
         data = model.SerializeToString(deterministic=True)
+        if is_static_int8(options.quantize):
+            model = quantize_static_int8(model, options.calibration, model.graph.name or "model")
+            data += Path(options.calibration).read_bytes()
         module = import_onnx(model, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
         return module, {"file": None, "format": "onnx", "sha256": hashlib.sha256(data).hexdigest()}, []
     path = Path(os.fspath(model))
@@ -120,13 +127,25 @@ def import_model(model: Any, options: CompileOptions) -> tuple[Module, dict[str,
     if not path.is_file():
         raise InvalidInputError("not a regular file", file=str(path))
     fmt = detect_format(path)
-    if fmt == "onnx":
+    deps = [path]
+    if is_static_int8(options.quantize):
+        if fmt != "onnx":
+            raise UnsupportedError("--quantize int8 takes an ONNX model (it calibrates and rewrites its graph)",
+                                   file=path.name)
+        quantized = quantize_static_int8(onnx.load(path), options.calibration, path.name)
+        with tempfile.TemporaryDirectory(prefix="mlcc-int8-") as tmp:
+            # imported from a file of the model's name, as an imported QDQ model is (the same IR; errors name it)
+            onnx.save(quantized, Path(tmp) / path.name, save_as_external_data=quantized.ByteSize() > 2**31 - 2**24)
+            module = import_onnx(Path(tmp) / path.name, shapes=_fixed_shapes(options) or None,
+                                 dim_ranges=_dim_ranges(options))
+        deps.append(Path(options.calibration))
+    elif fmt == "onnx":
         module = import_onnx(path, shapes=_fixed_shapes(options) or None, dim_ranges=_dim_ranges(options))
     elif fmt == "hlo":  # the IR's text, e.g. a bundle's model.hlo (weights from the weights.bin beside it)
         module = import_hlo_text(path)
     else:
         module = import_stablehlo(path)
-    deps = [path, *module.source_files]
+    deps += module.source_files
     info = {"file": path.name, "format": fmt, "sha256": file_sha256(path)}
     return module, info, deps
 
@@ -256,8 +275,13 @@ def _checked_options(options: CompileOptions):
         raise UnsupportedError(f"unknown precision '{options.precision}' (fp32, tf32, fp16, bf16)")
     if options.io_layout not in ("row-major", "any"):
         raise UnsupportedError(f"unknown --io-layout '{options.io_layout}' (row-major, any)")
-    if options.quantize is not None and parse_scheme(str(options.quantize)) is None:
+    if (options.quantize is not None and parse_scheme(str(options.quantize)) is None
+            and not is_static_int8(options.quantize)):
         raise UsageError(f"unknown --quantize scheme '{options.quantize}' (schemes: {SCHEMES})")
+    if is_static_int8(options.quantize) and not options.calibration:
+        raise UsageError("--quantize int8 needs --calibration FILE (an .npz of sample inputs by input name)")
+    if options.calibration and not is_static_int8(options.quantize):
+        raise UsageError("--calibration is for --quantize int8")
     pipeline = compile_pipeline(options.precision, options.io_layout, options.quantize)
     check_disabled(pipeline, options.disable_passes)
     return targets, device, pipeline

@@ -27,7 +27,7 @@ from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitca
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
 from mlcc.hlo.passes.precision import ReducedPrecision
-from mlcc.hlo.passes.quantize_weights import QuantizeWeights, parse_scheme
+from mlcc.hlo.passes.quantize_weights import QuantizeWeights, is_static_int8, parse_scheme
 from mlcc.hlo.passes.quantized_dot import FoldFakeQuant, QuantizedContraction
 from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule
@@ -57,9 +57,10 @@ STEPS = (
 
 def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str | None = None) -> list[Phase]:
     """The phases in order, configured by the compile options that change what they do. ``quantize`` is a
-    checked --quantize scheme (compiler._checked_options): its pass runs first, on the imported weights."""
+    checked --quantize scheme (compiler._checked_options): its pass runs first, on the imported weights (int8
+    has none: the model was rewritten to QDQ before import)."""
     first: list[Pass] = []
-    if quantize:
+    if quantize and not is_static_int8(quantize):
         block = parse_scheme(quantize)
         if block is None:
             raise UnsupportedError(f"unknown --quantize scheme '{quantize}'")

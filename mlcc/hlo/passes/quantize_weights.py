@@ -28,7 +28,13 @@ from mlcc.hlo.ir import Instruction, Shape, is_float
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, var
 
 BLOCK_SIZES = (32, 128)
-SCHEMES = "w4, w4:32, w4:128"
+SCHEMES = "int8 (with --calibration), w4, w4:32, w4:128"
+
+
+def is_static_int8(text: str | None) -> bool:
+    """Whether a --quantize scheme is ``int8``: static int8 QDQ, done on the ONNX model before import
+    (mlcc/frontend/onnx/quantize_static.py), so no pass of this module runs for it."""
+    return text is not None and text.strip().lower() == "int8"
 
 
 def parse_scheme(text: str) -> int | None:
