@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from half_ulp import assert_half_exact
 from mlcc_test_paths import SHARED_MODELS
 
 from mlcc.frontend.stablehlo import StableHLOUnsupportedError, import_stablehlo
@@ -25,8 +26,9 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "stablehlo"
 PROGRAMS = sorted(p.name for p in DATA.glob("*.mlir"))
 SHARED = ["mlp", "cnn", "attention"]
 
-# (rtol, atol) by output dtype; the half types round every op's result
-TOLERANCE = {"f64": (1e-4, 1e-5), "f32": (1e-4, 1e-5), "f16": (2e-3, 1e-3), "bf16": (1.6e-2, 1e-2)}
+# (rtol, atol) by output dtype; f16 and bf16 results are checked to the ulp (assert_half_exact)
+TOLERANCE = {"f64": (1e-4, 1e-5), "f32": (1e-4, 1e-5)}
+
 
 
 def reference_for(name: str) -> Path:
@@ -60,7 +62,9 @@ def check_outputs(module: Module, reference: Path) -> None:
             assert want.dtype == np.float32, k
         else:
             assert want.dtype == numpy_dtype(shape.dtype), k
-        if shape.dtype in TOLERANCE:
+        if shape.dtype in ("f16", "bf16"):
+            assert_half_exact(got, want, shape.dtype, reference.name.split(".")[0], f"{reference.name} {k}")
+        elif shape.dtype in TOLERANCE:
             rtol, atol = TOLERANCE[shape.dtype]
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
                                        err_msg=f"{reference.name} {k}")

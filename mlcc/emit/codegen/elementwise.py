@@ -124,7 +124,7 @@ EXPR: dict[str, dict[str, Entry]] = {
     "softplus": {"float": Lines("softplus", "x")},
     "mish": {"float": Lines("mish", "x")},
     "gelu/tanh": {"float": Lines("gelu_tanh", "x")},
-    "power": {"float": Lines("pow", "x", "y"), "signed": Lines("ipow", "x", "y", "bits", "signed"),
+    "power": {"float": Lines("pow", "x", "y", "dtype"), "signed": Lines("ipow", "x", "y", "bits", "signed"),
               "unsigned": Lines("ipow", "x", "y", "bits", "signed")},
 }
 

@@ -22,6 +22,7 @@ from mlcc.frontend.stablehlo.errors import (StableHLOParseError, StableHLOUnsupp
 from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.syntax import (ELEMENT_TYPES, Block, Function, Op, ParsedModule, SymbolRef, TensorType,
                                             Value)
+from mlcc.frontend.stablehlo.tuples import flatten_tuples
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
@@ -285,6 +286,7 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
 
 
 def import_module(parsed: ParsedModule, name: str | None = None) -> Module:
+    flatten_tuples(parsed)
     entry = entry_function(parsed)
     problems = unsupported_ops(parsed, entry)
     if problems:

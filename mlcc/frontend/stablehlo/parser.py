@@ -17,7 +17,7 @@ from mlcc.frontend.stablehlo.errors import StableHLOParseError
 from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.lexer import Lexer, Token, describe, unquote
 from mlcc.frontend.stablehlo.syntax import (Block, DenseAttr, Function, FunctionType, Op, OpaqueAttr, OtherType,
-                                            ParsedModule, SymbolRef, TensorType, Value)
+                                            ParsedModule, SymbolRef, TensorType, TupleType, Value)
 from mlcc.hlo.rules import RuleTable
 
 _TENSOR = re.compile(r"tensor<((?:(?:\d+|\?)x)*)([A-Za-z_][A-Za-z0-9_]*)")
@@ -410,6 +410,16 @@ class Parser:
         tok = self.lx.peek()
         if tok.text == "(" and tok.kind == "punct":
             return self.function_type()
+        if tok.kind == "ident" and tok.text == "tuple" and self.lx.text.startswith("<", tok.end):
+            self.lx.next()
+            self.lx.expect("<")
+            elements = []
+            while not self.lx.at(">"):
+                elements.append(self.type())
+                if not self.lx.accept(","):
+                    break
+            self.lx.expect(">", "to close the tuple type")
+            return TupleType(tuple(elements))
         if tok.kind in ("ident", "bang"):
             start = tok.pos
             self.lx.next()

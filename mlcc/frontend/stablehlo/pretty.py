@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from mlcc.frontend.stablehlo.lexer import describe
 from mlcc.frontend.stablehlo.parser import OpParts, Parser, pretty
-from mlcc.frontend.stablehlo.syntax import Block, FunctionType, Op, SymbolRef, TensorType, Value
+from mlcc.frontend.stablehlo.syntax import Block, FunctionType, Op, SymbolRef, TensorType, TupleType, Value
 
 _ELEMENTWISE = """
 abs add and atan2 cbrt ceil clamp convert bitcast_convert cosine count_leading_zeros divide
@@ -397,6 +397,36 @@ def read_call(p: Parser, name: str) -> OpParts:
         raise p.lx.error("call needs a function type")
     p.check_types(operands, positions, inputs)
     return OpParts(operands, attrs, [], results)
+
+
+# ---------------------------------------------------------------- tuples (flattened at import)
+@pretty("stablehlo.tuple")
+def read_tuple(p: Parser, name: str) -> OpParts:
+    operands, positions, attrs, words = items(p, {})
+    if words:
+        raise p.lx.error(f"unexpected '{words[0]}' in {name}")
+    p.lx.expect(":", "before the tuple's type")
+    pos = p.lx.peek().pos
+    result = p.type()
+    if not isinstance(result, TupleType):
+        raise p.lx.error(f"expected a tuple type, found {result}", pos)
+    p.check_types(operands, positions, list(result.elements))
+    return OpParts(operands, attrs, [], [result])
+
+
+@pretty("stablehlo.get_tuple_element")
+def read_get_tuple_element(p: Parser, name: str) -> OpParts:
+    operand, pos = p.operand()
+    p.lx.expect("[", "before the element index")
+    index = int(p.lx.expect_kind("int", "the element index").text)
+    p.lx.expect("]")
+    attrs = p.attr_dict() if p.lx.at("{") else {}
+    attrs["index"] = index
+    inputs, results = signature(p)
+    if results is None:
+        raise p.lx.error("get_tuple_element needs a function type")
+    p.check_types([operand], [pos], inputs)
+    return OpParts([operand], attrs, [], results)
 
 
 @pretty("func.return", "stablehlo.return")

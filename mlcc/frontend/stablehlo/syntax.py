@@ -55,6 +55,16 @@ class OtherType:
 
 
 @dataclass(frozen=True)
+class TupleType:
+    """``tuple<tensor<f32>, tuple<...>>``: flattened away at import (mlcc/frontend/stablehlo/tuples.py)."""
+
+    elements: tuple[Any, ...]
+
+    def __str__(self) -> str:
+        return f"tuple<{', '.join(map(str, self.elements))}>"
+
+
+@dataclass(frozen=True)
 class FunctionType:
     inputs: tuple[Any, ...]
     results: tuple[Any, ...]
