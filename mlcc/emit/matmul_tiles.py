@@ -287,8 +287,15 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     return None
 
 
+WGMMA_ROWS = 64          # rows of a warp group's wgmma: sm_90 runs a smaller tile on mma.sync
+
+
 def matmul_heuristic(problem: dict, target: Target) -> LaunchConfig:
-    config = matmul_config(problem, *_gpu_tiles(problem, target))
+    tiles, warps, stages = _gpu_tiles(problem, target)
+    if problem["dtype"] in FP8 and target.fp8_dot and tiles["BLOCK_M"] * tiles["BLOCK_N"] <= 128 * 256 // 4:
+        # Triton's mma.sync path on sm_90 upcasts fp8 to f16: a short product's rows pad to a wgmma tile instead
+        tiles["BLOCK_M"] = max(tiles["BLOCK_M"], WGMMA_ROWS)
+    config = matmul_config(problem, tiles, warps, stages)
     if problem["dtype"] in FP8:
         config.constexprs["FP8_DOT"] = int(target.fp8_dot)
     return config
