@@ -12,12 +12,11 @@ differs from the float contraction of the dequantized values. fp8 has no zero po
 int8 rule (mlcc/hlo/passes/quantized_dot.py): the activation's per tensor, the weight's per tensor or along
 one weight dim that is not contracted. Convolutions must be ungrouped (the grouped kernels multiply without a
 tensor-core dot). A target without fp8 tensor cores upcasts the tiles to f16 in the kernel (exact), or with
-``--fp8 strict`` refuses to build (mlcc/compiler.py).
+``--fp8 strict`` refuses to build (mlcc/compiler.py). Builds at --precision fp16|bf16 skip this pass
+(mlcc/pipeline.py): the unscaled sums would be stored in the half type.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from mlcc.hlo.ir import Instruction, Shape, is_float
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, op, var
@@ -25,19 +24,13 @@ from mlcc.hlo.passes.quantized_dot import Dequantized, Operands, per_axis, per_t
 from mlcc.hlo.shape_inference import FP8_DOT, conv_dim_labels
 
 
-@dataclass(frozen=True)
-class Scales:
-    sx: Instruction | None
-    sw: Instruction | None
-    sw_dim: int | None
-
-
 def _fp8(v: Instruction) -> Dequantized | None:
     """convert(q) or convert(q) * scale (either order), q an f8e4m3fn value."""
     if not is_float(v.shape.dtype):
         return None
-    pairs = [(v, None)] if v.opcode == "convert" else list(zip(v.operands, v.operands[::-1])) \
-        if v.opcode == "multiply" else []
+    pairs: list[tuple[Instruction, Instruction | None]] = [(v, None)]
+    if v.opcode == "multiply":
+        pairs = [(v.operands[0], v.operands[1]), (v.operands[1], v.operands[0])]
     for c, s in pairs:
         if c.opcode == "convert" and c.operands[0].shape.dtype in FP8_DOT and is_float(c.shape.dtype):
             return Dequantized(c.operands[0], None, s)
@@ -45,8 +38,8 @@ def _fp8(v: Instruction) -> Dequantized | None:
 
 
 def _operands(root: Instruction) -> Operands | None:
-    if not is_float(root.shape.dtype):
-        return None
+    if root.shape.dtype not in ("f32", "f16", "bf16"):
+        return None  # an f64 contraction (an f64 scale) keeps its f64 sums
     x, w = (_fp8(o) for o in root.operands)
     if x is None or w is None:
         return None
