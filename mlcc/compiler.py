@@ -379,10 +379,10 @@ def _fp8_upcasts(upcast: list[tuple[str, str]], options: CompileOptions) -> list
     kernels = sorted({k for k, _ in upcast})
     has = "has" if len(where) == 1 else "have"
     if options.fp8 == "strict":
-        raise UnsupportedError(f"--fp8 strict: {', '.join(where)} {has} no fp8 tensor cores for the {len(kernels)} fp8 "
+        raise UnsupportedError(f"--fp8 strict: {', '.join(where)} {has} no e4m3fn tensor cores for the {len(kernels)} fp8 "
                                f"contraction kernels ({kernels[0]}, ...); build for sm_90, or let them multiply in "
                                f"f16 (--fp8 upcast)")
-    return [f"warning: {', '.join(where)} {has} no fp8 tensor cores: {len(kernels)} fp8 contraction kernels multiply "
+    return [f"warning: {', '.join(where)} {has} no e4m3fn tensor cores: {len(kernels)} fp8 contraction kernels multiply "
             f"in f16 there (exact: every e4m3 value is an f16 value; f32 sums)"]
 
 

@@ -53,7 +53,7 @@ def test_fp8_model_matches_onnxruntime_on_cpu(tmp_path, name):
 @pytest.mark.parametrize("name", MODELS)
 def test_fp8_model_built_for_sm_80_and_sm_90_matches_onnxruntime_on_cpu(tmp_path, name):
     r = mlcc.compile(QUANT / f"{name}.onnx", tmp_path / name, targets=["sm_80", "sm_90"])
-    assert len(r.warnings) == 1 and r.warnings[0].startswith("warning: sm_80 has no fp8 tensor cores: ")
+    assert len(r.warnings) == 1 and r.warnings[0].startswith("warning: sm_80 has no e4m3fn tensor cores: ")
     _check(r.out_dir, name)
 
 
@@ -83,7 +83,7 @@ def test_fp8_strict_on_a_target_without_fp8_tensor_cores_is_exit_69_in_one_line(
              "--fp8", "strict", "--no-cache")
     assert p.returncode == 69
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
-    assert p.stderr.startswith("mlcc: error: --fp8 strict: sm_80 has no fp8 tensor cores for the 1 fp8 contraction "
+    assert p.stderr.startswith("mlcc: error: --fp8 strict: sm_80 has no e4m3fn tensor cores for the 1 fp8 contraction "
                                "kernels (")
     assert not (tmp_path / "b").exists()
 
@@ -91,7 +91,7 @@ def test_fp8_strict_on_a_target_without_fp8_tensor_cores_is_exit_69_in_one_line(
 def test_fp8_upcast_on_sm_80_warns_in_one_line_and_the_bundle_matches_onnxruntime(tmp_path):
     model = _small_model(tmp_path)
     out = tmp_path / "b"
-    warning = ("warning: sm_80 has no fp8 tensor cores: 1 fp8 contraction kernels multiply in f16 there "
+    warning = ("warning: sm_80 has no e4m3fn tensor cores: 1 fp8 contraction kernels multiply in f16 there "
                "(exact: every e4m3 value is an f16 value; f32 sums)\n")
     for _ in range(2):  # built, then up to date: the bundle's configs say the same
         p = _cli("compile", str(model), "-o", str(out), "--target", "sm_80", "-j", "1")

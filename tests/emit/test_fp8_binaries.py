@@ -48,7 +48,7 @@ def fp8_model():
 def test_fp8_matmul_and_convolution_use_fp8_wgmma_on_sm_90_and_match_onnxruntime(tmp_path):
     model, feed = fp8_model()
     r = mlcc.compile(model, tmp_path / "b", targets=["sm_80", "sm_90"])
-    assert r.warnings == ["warning: sm_80 has no fp8 tensor cores: 2 fp8 contraction kernels multiply in f16 there "
+    assert r.warnings == ["warning: sm_80 has no e4m3fn tensor cores: 2 fp8 contraction kernels multiply in f16 there "
                           "(exact: every e4m3 value is an f16 value; f32 sums)"]
     by_target = {}
     for row in binaries_summary(r.out_dir)["binaries"]:
