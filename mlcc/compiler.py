@@ -377,13 +377,12 @@ def _fp8_upcasts(upcast: list[tuple[str, str]], options: CompileOptions) -> list
         return []
     where = sorted({t for _, t in upcast})
     kernels = sorted({k for k, _ in upcast})
-    has = "has" if len(where) == 1 else "have"
+    lacking = f"{', '.join(where)} {'has' if len(where) == 1 else 'have'} no e4m3fn tensor cores"
     if options.fp8 == "strict":
-        raise UnsupportedError(f"--fp8 strict: {', '.join(where)} {has} no e4m3fn tensor cores for the {len(kernels)} fp8 "
-                               f"contraction kernels ({kernels[0]}, ...); build for sm_90, or let them multiply in "
-                               f"f16 (--fp8 upcast)")
-    return [f"warning: {', '.join(where)} {has} no e4m3fn tensor cores: {len(kernels)} fp8 contraction kernels multiply "
-            f"in f16 there (exact: every e4m3 value is an f16 value; f32 sums)"]
+        raise UnsupportedError(f"--fp8 strict: {lacking} for the {len(kernels)} fp8 contraction kernels "
+                               f"({kernels[0]}, ...); build for sm_90, or let them multiply in f16 (--fp8 upcast)")
+    return [f"warning: {lacking}: {len(kernels)} fp8 contraction kernels multiply in f16 there (exact: every "
+            f"e4m3 value is an f16 value; f32 sums)"]
 
 
 def _spills(out_dir: Path, options: CompileOptions) -> list[str]:
