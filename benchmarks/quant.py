@@ -1,4 +1,4 @@
-"""The int8 models of tests/data/models/quant: launches, modeled bytes, bundle size and error, per model.
+"""The int8 and fp8 models of tests/data/models/quant: launches, modeled bytes, bundle size and error, per model.
 
     python benchmarks/quant.py [--json out.json]
 
@@ -32,7 +32,7 @@ import mlcc
 
 ROOT = Path(__file__).resolve().parent.parent
 QUANT = ROOT / "tests" / "data" / "models" / "quant"
-MODELS = ["cnn_qdq", "cnn_qop", "encoder_qdq", "encoder_qop", "encoder_dyn"]
+MODELS = ["cnn_qdq", "cnn_qop", "encoder_qdq", "encoder_qop", "encoder_dyn", "cnn_fp8", "encoder_fp8"]
 INT8 = ["cnn --quantize int8", "encoder --quantize int8"]  # mlcc's own static int8 of the float models
 
 

@@ -151,6 +151,9 @@ def main() -> None:
 @click.option("--calibration", default=None, metavar="NPZ",
               help="Calibration inputs for --quantize int8: an .npz by input name, one sample per array or "
                    "S samples along a leading axis.")
+@click.option("--fp8", "fp8", type=click.Choice(["upcast", "strict"]), default=None,
+              help="fp8 contractions on a target without fp8 tensor cores (sm_80): upcast (default: multiply in "
+                   "f16, exact, with a warning) or strict (fail, exit 69).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")
@@ -163,7 +166,8 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                 jobs: int | None, cache_dir: str | None,
                 no_cache: bool, force: bool, depfile: str | None, config_path: str | None, device_model: str | None,
                 precision: str | None, io_layout: str | None, tuning_db: str | None, require_tuned: bool | None,
-                werror_spills: bool | None, quantize: str | None, calibration: str | None, report_path: Path | None, as_json: bool, quiet: bool,
+                werror_spills: bool | None, quantize: str | None, calibration: str | None, fp8: str | None,
+                report_path: Path | None, as_json: bool, quiet: bool,
                 progress_delay: float, debug: bool) -> None:
     """Compile MODEL (.onnx, StableHLO .mlir, or the IR's text .hlo) into a bundle directory.
 
@@ -177,7 +181,7 @@ def compile_cmd(model: Path, out_dir: Path, targets: str | None, shapes: tuple[s
                "device_model": device_model, "check_numerics": check_numerics, "precision": precision,
                "io_layout": io_layout, "tuning_db": tuning_db, "require_tuned": require_tuned,
                "werror_spills": werror_spills, "quantize": quantize,
-               "calibration": calibration}
+               "calibration": calibration, "fp8": fp8}
         options = _options(config_path, cli)
         with _progress(not quiet and not as_json, progress_delay) as progress:
             result = mlcc.compile(model, out_dir, progress=progress, options=options)

@@ -71,6 +71,7 @@ class CompileOptions:
     quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize);
                                        # int8: static int8 QDQ calibrated on `calibration` (.npz by input name)
     calibration: str | None = None     # --calibration: hashed as an input of the build, not recorded as an option
+    fp8: str = "upcast"                # fp8 contractions on a target without fp8 tensor cores: upcast (f16) | strict
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
@@ -78,7 +79,8 @@ class CompileOptions:
                                                           for k, v in sorted(self.shapes.items())},
                 "disable_passes": sorted(self.disable_passes), "device_model": self.device_model,
                 "precision": self.precision, "io_layout": self.io_layout, "require_tuned": bool(self.require_tuned),
-                **({"quantize": self.quantize} if self.quantize else {})}
+                **({"quantize": self.quantize} if self.quantize else {}),
+                **({"fp8": self.fp8} if self.fp8 != "upcast" else {})}
 
 
 @dataclass
@@ -275,6 +277,8 @@ def _checked_options(options: CompileOptions):
         raise UnsupportedError(f"unknown precision '{options.precision}' (fp32, tf32, fp16, bf16)")
     if options.io_layout not in ("row-major", "any"):
         raise UnsupportedError(f"unknown --io-layout '{options.io_layout}' (row-major, any)")
+    if options.fp8 not in FP8_POLICIES:
+        raise UsageError(f"unknown --fp8 policy '{options.fp8}' ({', '.join(FP8_POLICIES)})")
     if (options.quantize is not None and parse_scheme(str(options.quantize)) is None
             and not is_static_int8(options.quantize)):
         raise UsageError(f"unknown --quantize scheme '{options.quantize}' (schemes: {SCHEMES})")
@@ -344,7 +348,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             # Same bytes, fresh mtime: make sees the bundle as newer than the input it was checked against.
             os.utime(out_dir / "manifest.json")
             _write_depfile(options, out_dir, deps)
-            return CompileResult(out_dir, manifest, up_to_date=True, warnings=_spills(out_dir, options))
+            return CompileResult(out_dir, manifest, up_to_date=True,
+                                 warnings=_fp8_upcasts(_manifest_fp8(manifest), options) + _spills(out_dir, options))
 
     module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
     report("passes", 0, 1)
@@ -356,6 +361,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     report("lowering", 1, 1)
     if options.require_tuned:
         _require_tuned(kernels, targets, tuning)
+    fp8_lines = _fp8_upcasts([(k.name, t.name) for k in kernels.values() for t in targets
+                              if k.config_for(t).constexprs.get("FP8_DOT") == 0], options)
     if options.check_numerics:
         report("numerics", 0, len(launches))
         check_numerics(module, kernels, launches)
@@ -383,7 +390,31 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     _write_depfile(options, out_dir, deps)
     return CompileResult(out_dir, manifest, pass_records=pipeline.records, module=module, build_stats=build_stats,
                          fusion_explanations=list(module.analyses.fusion_explanations),
-                         warnings=_spills(out_dir, options))
+                         warnings=fp8_lines + _spills(out_dir, options))
+
+
+FP8_POLICIES = ("upcast", "strict")
+
+
+def _manifest_fp8(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kernel, target) of a bundle's fp8 contractions built without fp8 tensor cores."""
+    return [(k["name"], t) for k in manifest["kernels"] for t, b in sorted(k.get("binaries", {}).items())
+            if b["config"]["constexprs"].get("FP8_DOT") == 0]
+
+
+def _fp8_upcasts(upcast: list[tuple[str, str]], options: CompileOptions) -> list[str]:
+    """The fp8 contraction kernels (kernel, target) multiply in f16 where the target has no fp8 tensor cores
+    (FP8_DOT 0: templates/_fp8_dot.jinja), exactly: one warning line; with --fp8 strict, UnsupportedError."""
+    if not upcast:
+        return []
+    where = sorted({t for _, t in upcast})
+    kernels = sorted({k for k, _ in upcast})
+    lacking = f"{', '.join(where)} {'has' if len(where) == 1 else 'have'} no e4m3fn tensor cores"
+    if options.fp8 == "strict":
+        raise UnsupportedError(f"--fp8 strict: {lacking} for the {len(kernels)} fp8 contraction kernels "
+                               f"({kernels[0]}, ...); build for sm_90, or let them multiply in f16 (--fp8 upcast)")
+    return [f"warning: {lacking}: {len(kernels)} fp8 contraction kernels multiply in f16 there (exact: every "
+            f"e4m3 value is an f16 value; f32 sums)"]
 
 
 def _spills(out_dir: Path, options: CompileOptions) -> list[str]:

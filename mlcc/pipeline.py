@@ -29,6 +29,7 @@ from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
 from mlcc.hlo.passes.precision import ReducedPrecision
 from mlcc.hlo.passes.quantize_weights import QuantizeWeights, is_static_int8, parse_scheme
 from mlcc.hlo.passes.quantized_dot import FoldFakeQuant, QuantizedContraction
+from mlcc.hlo.passes.quantized_fp8 import Fp8Contraction
 from mlcc.hlo.passes.reshape_to_bitcast import ReshapeToBitcast
 from mlcc.hlo.passes.schedule import BufferAssignment, Schedule
 from mlcc.hlo.passes.sibling_dots import MergeSiblingDots
@@ -65,9 +66,12 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
         if block is None:
             raise UnsupportedError(f"unknown --quantize scheme '{quantize}'")
         first.append(QuantizeWeights(block))
+    # fp8 contractions sum the unscaled e4m3 products (up to 448**2 each) and scale after: a half type, which
+    # --precision fp16|bf16 gives every f32 value, would overflow there. Those builds keep the dequantized dots.
+    fp8 = [Fp8Contraction()] if precision in ("fp32", "tf32") else []
     return [
         # before cleanup folds dequantized weights into float constants
-        Phase("simplify", [*first, QuantizedContraction(), FoldFakeQuant(), cleanup(), BatchNormFolding()]),
+        Phase("simplify", [*first, QuantizedContraction(), *fp8, FoldFakeQuant(), cleanup(), BatchNormFolding()]),
         Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
         # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
         # in the types precision chose and before layouts are assigned to the slices

@@ -12,6 +12,12 @@ From each, with onnxruntime.quantization: NAME_qdq (quantize_static, QuantFormat
 u8 activations, calibrated on random data), NAME_qop (the same in QuantFormat.QOperator), and for the encoder
 encoder_dyn (quantize_dynamic, u8 activations and s8 weights). Beside every model, NAME.ref.npz holds its input
 and onnxruntime's outputs (`out:NAME`), the same input for every variant of a model.
+
+fp8 (make_fp8): NAME_fp8, quantize_static in QuantFormat.QDQ with float8 e4m3fn activations and weights (per
+tensor; onnxruntime 1.32 calibrates float types only with CalibrationMethod.Distribution). Its calibrator fails
+on the encoder's LayerNorm and Softmax outputs ("Attributes 'avg' and/or 'std' missing"), so the encoder
+quantizes its MatMuls only (op_types_to_quantize=["MatMul"]: the projections and the two attention matmuls).
+onnxruntime's CPU provider runs the fp8 QDQ graphs: the references are its outputs.
 """
 
 from __future__ import annotations
@@ -130,6 +136,18 @@ def _ref(path: Path, x: np.ndarray) -> None:
     np.savez(path.with_suffix(".ref.npz"), x=x, **{f"out:{k}": v for k, v in outs.items()})
 
 
+def make_fp8(out: Path, name: str, make) -> None:
+    """NAME_fp8.onnx and its reference: float8 e4m3fn QDQ of the float model make() (saved as NAME.onnx)."""
+    model = make()
+    shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+    q = out / f"{name}_fp8.onnx"
+    quantize_static(str(out / f"{name}.onnx"), str(q), _RandomReader(shape, 8, 3), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                    calibrate_method=CalibrationMethod.Distribution,
+                    op_types_to_quantize=["MatMul"] if name == "encoder" else None)
+    _ref(q, np.random.default_rng(7).standard_normal(shape).astype(np.float32))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -154,6 +172,7 @@ def main() -> None:
             d = out / "encoder_dyn.onnx"
             quantize_dynamic(str(fp), str(d), weight_type=QuantType.QInt8, per_channel=True)
             _ref(d, x)
+        make_fp8(out, name, make)
     for p in sorted(out.glob("*.onnx")):
         m = onnx.load(p)
         ops = sorted({f"{n.domain + '.' if n.domain else ''}{n.op_type}" for n in m.graph.node})

@@ -21,16 +21,17 @@ from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES
 
-DOT_DTYPES = ("f16", "bf16", "f32", "f64", "s8", "u8")  # tl.dot on these; wider integers multiply and sum
+DOT_DTYPES = ("f16", "bf16", "f32", "f64", "s8", "u8", "f8e4m3fn")  # tl.dot on these; wider integers multiply and sum
 HALF = ("f16", "bf16")
 INT8 = ("s8", "u8")      # int32 accumulation on the integer tensor cores, half-sized tiles
+FP8 = ("f8e4m3fn",)      # f32 accumulation on fp8 tensor cores where the target has them (FP8_DOT), f16 elsewhere
 GROUP_M = 8
 MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
 MIN_INT8_K = 32          # and a K tile of 32 for 8-bit integers (IMMA's k32)
 
 
 def _min_k(dtype: str) -> int:
-    return MIN_INT8_K if dtype in INT8 else MIN_DOT_TILE
+    return MIN_INT8_K if dtype in INT8 + FP8 else MIN_DOT_TILE
 
 
 def uses_tl_dot(dtype: str) -> bool:
@@ -82,6 +83,8 @@ def matmul_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stag
     constexprs = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": tiles["BLOCK_K"], "GROUP_M": tiles["GROUP_M"]}
     if problem["dtype"] == "bf16":
         constexprs["DOT_F32"] = int(interpreter)
+    if problem["dtype"] in FP8:  # the portable and the interpreter's config: no fp8 tensor cores (matmul_heuristic)
+        constexprs["FP8_DOT"] = 0
     if "sizes" in problem:  # symbolic: the runtime evaluates the grid for the sizes of each call
         m, n, batch = problem["sizes"]
         tiles = [grid_size(m, bm), grid_size(n, bn)]
@@ -127,7 +130,7 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
     if not uses_tl_dot(dtype):
         bm, bn, bk = _product_tiles(m, n, k, 32, 8192)
         return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
-    half = dtype in HALF + INT8
+    half = dtype in HALF + INT8 + FP8
     if p["whole_rows"]:
         bn = max(MIN_DOT_TILE, next_pow2(n))
         bk = clamp_pow2(k, _min_k(dtype), 64 if half else 32)
@@ -252,7 +255,7 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
         bn = max(MIN_DOT_TILE, next_pow2(n))
         shapes = [(bm, bn, bk) for bm in (16, 32, 64, 128) for bk in (16, 32, 64)]
     else:
-        shapes = list(_HALF_CANDIDATES if dtype in HALF + INT8 else _FLOAT_CANDIDATES)
+        shapes = list(_HALF_CANDIDATES if dtype in HALF + INT8 + FP8 else _FLOAT_CANDIDATES)
     configs = []
     for bm, bn, bk in shapes:
         bm, bk = clamp_pow2(m, 16, bm), clamp_pow2(k, _min_k(dtype), max(bk, _min_k(dtype)))
@@ -284,12 +287,23 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     return None
 
 
+WGMMA_ROWS = 64          # rows of a warp group's wgmma: sm_90 runs a smaller tile on mma.sync
+
+
 def matmul_heuristic(problem: dict, target: Target) -> LaunchConfig:
-    return matmul_config(problem, *_gpu_tiles(problem, target))
+    tiles, warps, stages = _gpu_tiles(problem, target)
+    if problem["dtype"] in FP8 and target.fp8_dot and tiles["BLOCK_M"] * tiles["BLOCK_N"] <= 128 * 256 // 4:
+        # Triton's mma.sync path on sm_90 upcasts fp8 to f16: a short product's rows pad to a wgmma tile instead
+        tiles["BLOCK_M"] = max(tiles["BLOCK_M"], WGMMA_ROWS)
+    config = matmul_config(problem, tiles, warps, stages)
+    if problem["dtype"] in FP8:
+        config.constexprs["FP8_DOT"] = int(target.fp8_dot)
+    return config
 
 
 register_tiling(Tiling(heuristic=matmul_heuristic, tunable=("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"),
-                       fixed=("DOT_F32",), config=matmul_config,
+                       fixed=("DOT_F32", "FP8_DOT"), config=matmul_config,
                        resources=_matmul_resources, candidates=matmul_candidates, check=_matmul_check,
-                       tunes=lambda problem: uses_tl_dot(problem["dtype"])),
+                       # fp8 is not: its FP8_DOT follows from the target, which a tuning entry's config lacks
+                       tunes=lambda problem: uses_tl_dot(problem["dtype"]) and problem["dtype"] not in FP8),
                 "matmul.py.jinja", "conv.py.jinja")

@@ -361,6 +361,7 @@ def _cumsum(opcode, ops, attrs, given):
 
 
 INT8 = ("s8", "u8")
+FP8_DOT = ("f8e4m3fn",)  # the fp8 type contractions take (mlcc/hlo/passes/quantized_fp8.py): products in f32
 
 
 def _contraction_dtype(opcode: str, lhs: str, rhs: str, given: Shape | None) -> str:
@@ -368,6 +369,8 @@ def _contraction_dtype(opcode: str, lhs: str, rhs: str, given: Shape | None) -> 
     operands, signed or unsigned each, an s32 accumulation (a quantized contraction, exact in 32 bits)."""
     if lhs in INT8 and rhs in INT8 and given is not None and given.dtype == "s32":
         return "s32"
+    if lhs in FP8_DOT and rhs in FP8_DOT and given is not None and given.dtype == "f32":
+        return "f32"  # an fp8 contraction, accumulated in f32
     if lhs != rhs:
         raise ShapeError(f"{opcode}: dtypes {lhs} and {rhs} differ")
     return given.dtype if given is not None else lhs
@@ -408,8 +411,7 @@ def _convolution(opcode, ops, attrs, given):
     dims[out.index("f")] = w.dims[rhs.index("o")]
     for k in range(n):
         dims[out.index(str(k))] = spatial[k]
-    quantized = x.dtype in INT8 and w.dtype in INT8 and given is not None and given.dtype == "s32"
-    return Shape("s32" if quantized else x.dtype, tuple(dims))
+    return Shape(_contraction_dtype("convolution", x.dtype, w.dtype, given), tuple(dims))
 
 
 def _same_as_first(opcode, ops, attrs, given):

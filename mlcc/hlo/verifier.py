@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mlcc.hlo.ir import DTYPE_BITS, Computation, Instruction, Module, Property, Shape, is_storage
 from mlcc.hlo.opcodes import FUSION_KINDS, OPCODES, VARIADIC, ops_with
-from mlcc.hlo.shape_inference import ShapeError, infer_shape
+from mlcc.hlo.shape_inference import FP8_DOT, ShapeError, infer_shape
 
 
 class VerifierError(ValueError):
@@ -56,6 +56,9 @@ def _check_storage(inst: Instruction, where: str, errors: list[str]) -> None:
             errors.append(f"{where}: reinterprets {DTYPE_BITS[src]}-bit {src} as {DTYPE_BITS[dst]}-bit {dst}")
     if inst.opcode in STORAGE_OPS:
         return
+    if inst.opcode in ("dot", "convolution") and inst.shape.dtype == "f32" and all(
+            o.shape.dtype in FP8_DOT for o in inst.operands):
+        return  # an fp8 contraction: the tensor cores multiply e4m3 values (mlcc/hlo/passes/quantized_fp8.py)
     found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]
     if found:
         errors.append(f"{where}: takes {found[0]}, a storage type (convert it to a wide type first)")

@@ -54,7 +54,7 @@ def test_compiling_ir_text_without_weights_runs_every_phase(tmp_path):
     assert result.manifest["model"]["format"] == "hlo"
     names = [r.name for r in result.pass_records]
     # the simplify phase opens with the quantized-contraction passes (before cleanup folds dequantized weights)
-    assert names[:3] == ["quantized-contraction", "fold-fake-quant", "dce"]
+    assert names[:4] == ["quantized-contraction", "fp8-contraction", "fold-fake-quant", "dce"]
     assert names[-2:] == ["schedule", "buffer-assignment"]
     assert "exp(" not in (tmp_path / "b" / "model.hlo").read_text()
 

@@ -42,7 +42,8 @@ from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, 
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
-from mlcc.emit.matmul_tiles import HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
+from mlcc.emit.codegen.narrow import decode_float
+from mlcc.emit.matmul_tiles import FP8, HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.opcodes import ops_with
@@ -56,14 +57,18 @@ CONTRACTIONS = ops_with("contraction")
 def _acc_dtype(dtype: str) -> str:
     if dtype in INT8:
         return "s32"  # 8-bit integers (quantized contractions) accumulate in int32 on the tensor cores
-    return "f32" if dtype in HALF else accumulator_dtype(dtype)
+    return "f32" if dtype in HALF + FP8 else accumulator_dtype(dtype)
 
 
 def _precision(dtype: str, rhs: str | None = None) -> dict:
     rhs = dtype if rhs is None else rhs
     int8 = {"shift_a": dtype == "u8", "shift_b": rhs == "u8"} if dtype in INT8 and rhs in INT8 else None
+    # fp8 (templates/_fp8_dot.jinja): the statements that decode the a, b (and b_1) tiles' bits to f32 values,
+    # for targets without fp8 tensor cores
+    fp8 = {v: decode_float(f"{v}_f", v, t) for v, t in (("a", dtype), ("b", rhs), ("b_1", rhs))} \
+        if dtype in FP8 and rhs in FP8 else None
     return {"use_dot": uses_tl_dot(dtype), "ieee": dtype in ("f32", "f64"), "bf16_dot": dtype == "bf16",
-            "int8_dot": int8, "acc_type": tl_type(_acc_dtype(dtype))}
+            "int8_dot": int8, "fp8_dot": fp8, "acc_type": tl_type(_acc_dtype(dtype))}
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class Target:
     register_granule: int = 256         # NVIDIA: registers allocated per warp in these units; AMD: VGPRs
     simds: int = 1                      # AMD: SIMDs per CU a workgroup's wavefronts spread over
     grid_limits: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # most programs per grid dimension
+    fp8_dot: bool = False     # tensor cores that multiply float8 e4m3fn (Triton's float8e4nv): sm_90's fp8 wgmma
 
     @property
     def vendor(self) -> str:
@@ -88,11 +89,11 @@ class Target:
 def _nvidia(name: str, arch: int, *, shared_kib: int = 99, sms: int = 0, matmul_stages: int = 3,
             attention_stages: int = 0, half_tile: tuple[int, int, int] = (128, 128, 64), l2_bytes: int = 0,
             peaks: tuple[float, float, float, float] | None = None, sm_shared_kib: int = 0,
-            sm_max_warps: int = 48) -> Target:
+            sm_max_warps: int = 48, fp8_dot: bool = False) -> Target:
     return Target(name, "cuda", arch, "cubin", 32, shared_kib * KIB, 255, sms, matmul_stages, attention_stages,
                   half_tile, (64, 64, 32), 128 * 128, l2_bytes, tuple(zip(PEAK_CLASSES, peaks)) if peaks else (),
                   sm_shared_bytes=(sm_shared_kib or shared_kib + 1) * KIB, shared_reserved_per_block=KIB,
-                  sm_max_warps=sm_max_warps)
+                  sm_max_warps=sm_max_warps, fp8_dot=fp8_dot)
 
 
 def _amd(name: str, *, shared_kib: int = 64, sms: int = 0, half_tile: tuple[int, int, int] = (128, 128, 32)) -> Target:
@@ -112,7 +113,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     _nvidia("sm_80", 80, shared_kib=163, sms=108, l2_bytes=40 * MIB, peaks=(312e12, 312e12, 156e12, 19.5e12),
             sm_shared_kib=164, sm_max_warps=64),
     _nvidia("sm_90", 90, shared_kib=227, sms=132, matmul_stages=4, attention_stages=3, half_tile=(128, 256, 64),
-            l2_bytes=50 * MIB, peaks=(989.4e12, 989.4e12, 494.7e12, 66.9e12), sm_shared_kib=228, sm_max_warps=64),
+            l2_bytes=50 * MIB, peaks=(989.4e12, 989.4e12, 494.7e12, 66.9e12), sm_shared_kib=228, sm_max_warps=64,
+            fp8_dot=True),
     _amd("gfx90a", sms=110),
     _amd("gfx942", sms=304),
     _amd("gfx950", shared_kib=160, sms=256, half_tile=(128, 128, 64)),

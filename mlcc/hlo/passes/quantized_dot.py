@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlcc.hlo.dtypes import numpy_dtype
-from mlcc.hlo.ir import Instruction, Module, Shape, is_float
+from mlcc.hlo.ir import Instruction, Module, Shape, is_float, is_int
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, scalar_value, var
 from mlcc.hlo.shape_inference import INT8, conv_dim_labels
 
@@ -150,7 +150,7 @@ def _operands(rw: Rewriter, root: Instruction) -> Operands | None:
     return Operands(x, w, sx, zx, sw, sw_dim)
 
 
-def _epilogue(rw: Rewriter, root: Instruction, acc: Instruction, ops: Operands,
+def scale_epilogue(rw: Rewriter, root: Instruction, acc: Instruction, ops: Operands,
               colsum: tuple[Instruction, tuple[int, ...]] | None, sw_out: int | None) -> Instruction:
     """convert(acc) minus the zero point's correction, times the scales, in the root's type."""
     dims = tuple(root.shape.dims)
@@ -207,7 +207,7 @@ def _quantized_dot(rw: Rewriter, m: Match) -> Instruction | None:
     if ops.zx is not None:
         keep = sorted(rb + rf)
         colsum = (_colsum(rw, ops.w.q, keep), tuple(out_dim(d) for d in keep))
-    return _epilogue(rw, dot, acc, ops, colsum, sw_out)
+    return scale_epilogue(rw, dot, acc, ops, colsum, sw_out)
 
 
 def _quantized_convolution(rw: Rewriter, m: Match) -> Instruction | None:
@@ -241,7 +241,7 @@ def _quantized_convolution(rw: Rewriter, m: Match) -> Instruction | None:
             attrs["padding_low"] = attrs["padding_high"] = (0,) * len(pads)
         colsum = (_colsum(rw, ops.w.q, [o]), (out.index("f"),))
     acc = rw.op("convolution", [x, ops.w.q], Shape("s32", tuple(conv.shape.dims)), **attrs)
-    return _epilogue(rw, conv, acc, ops, colsum, sw_out)
+    return scale_epilogue(rw, conv, acc, ops, colsum, sw_out)
 
 
 class QuantizedContraction(RewritePass):
@@ -275,8 +275,8 @@ def _rounded(inst: Instruction, module: Module) -> bool:
 def _fake_quant(rw: Rewriter, m: Match) -> Instruction | None:
     """convert_f(convert_int(c)) -> c, for c = clamp(lo, rounded, hi) with lo and hi in the integer type."""
     outer, inner = m.root, m.q
-    if not is_float(outer.shape.dtype) or inner.opcode != "convert" or is_float(inner.shape.dtype):
-        return None
+    if not is_float(outer.shape.dtype) or inner.opcode != "convert" or not is_int(inner.shape.dtype):
+        return None  # an fp8 round trip rounds: it is no clamp
     if any(u.opcode != "convert" or not is_float(u.shape.dtype) for u in inner.users):
         return None  # the integers are stored for a quantized contraction anyway: read them, not the floats
     c = inner.operands[0]
