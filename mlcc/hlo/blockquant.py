@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mlcc.hlo.builder import INLINE_CONSTANT_ELEMENTS
 from mlcc.hlo.ir import Instruction, Shape
 
 
@@ -43,6 +44,45 @@ def unpack(b: Any, packed: Instruction, bits: int) -> Instruction:
     mask = b.splat((1 << bits) - 1, "u8", wide)
     q = b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
     return b.reshape(q, dims[:-1] + (dims[-1] * per_byte,))
+
+
+PACKED_DTYPE_BITS = {"s4": 4, "u4": 4, "s2": 2, "u2": 2}  # the integer types ONNX packs (f4e2m1fn: one a byte)
+
+
+def packs(values: np.ndarray) -> bool:
+    """Whether a constant of a 4- or 2-bit integer type is stored packed (packed_constant): one that would be
+    a reference into weights.bin, not one inline in the IR (a few elements) or a splat."""
+    flat = np.asarray(values).reshape(-1)
+    return flat.size > INLINE_CONSTANT_ELEMENTS and bool((flat != flat[0]).any())
+
+
+def pack_values(values: np.ndarray, bits: int) -> np.ndarray:
+    """A 4- or 2-bit integer array (ml_dtypes int4, uint4, int2, uint2) packed as ONNX packs it: its flat
+    elements ``8 // bits`` a byte, element 0 in the low bits, the last byte padded with zeros. Returned as
+    u8 [..., last // per_byte] when the last dim is a multiple of the values a byte (a row packs on its own),
+    else flat."""
+    per_byte = 8 // bits
+    arr = np.asarray(values)
+    q = (arr.reshape(-1).view(np.uint8) & ((1 << bits) - 1)).astype(np.uint8)
+    q = np.concatenate([q, np.zeros(-q.size % per_byte, np.uint8)]).reshape(-1, per_byte)
+    packed = np.bitwise_or.reduce(q << (np.arange(per_byte, dtype=np.uint8) * bits), axis=1).astype(np.uint8)
+    if arr.ndim and arr.shape[-1] % per_byte == 0:
+        return packed.reshape(arr.shape[:-1] + (arr.shape[-1] // per_byte,))
+    return packed
+
+
+def packed_constant(b: Any, values: np.ndarray, dtype: str, bits: int, ref_hint: str) -> Instruction:
+    """A constant of a 4- or 2-bit integer type (``dtype``: s4, u4, s2, u2) held packed: a u8 constant of
+    ``pack_values``' bytes (what weights.bin stores), unpacked to the values' bit patterns and converted
+    to ``dtype`` (a wrapping convert, so 15 is -1 in s4). The unpack is loop ops on a constant, which the
+    consumer's kernel computes as it loads (a dot's weight prologue, a loop fusion's producers): the values
+    are never stored a byte each."""
+    arr = np.asarray(values)
+    packed = pack_values(arr, bits)
+    q = unpack(b, b.constant(packed, "u8", ref_hint=ref_hint), bits)
+    if tuple(q.shape.dims) != tuple(arr.shape):  # packed flat: the values in order, the padding dropped
+        q = b.reshape(take(b, q, arr.size), tuple(arr.shape))
+    return b.convert(q, dtype)
 
 
 def unpack_by_gather(b: Any, packed: Instruction, bits: int) -> Instruction:
