@@ -1,0 +1,71 @@
+"""4- and 2-bit integer initializers stored packed (mlcc/hlo/blockquant.py packed_constant): weights.bin holds
+ONNX's own packed bytes (two or four values a byte, element 0 in the low bits), and the kernels that read
+the values unpack them in their loads. Checked against onnx's packing and onnx.reference."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import mlcc
+from mlcc.hlo.blockquant import pack_values
+
+TYPES = {"s4": (TensorProto.INT4, ml_dtypes.int4, 4), "u4": (TensorProto.UINT4, ml_dtypes.uint4, 4),
+         "s2": (TensorProto.INT2, ml_dtypes.int2, 2), "u2": (TensorProto.UINT2, ml_dtypes.uint2, 2)}
+
+
+def _values(dtype: str, dims: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    info = ml_dtypes.iinfo(TYPES[dtype][1])
+    return np.random.default_rng(seed).integers(int(info.min), int(info.max) + 1, size=dims).astype(TYPES[dtype][1])
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+@pytest.mark.parametrize("dims", [(8, 6), (5, 7), (3, 4, 9), (37,)])
+def test_pack_values_gives_onnx_packed_bytes(dtype, dims):
+    values = _values(dtype, dims)
+    raw = numpy_helper.from_array(values, "w").raw_data
+    assert pack_values(values, TYPES[dtype][2]).tobytes() == raw
+
+
+def _model(dtype: str, dims: tuple[int, ...], zero_point: bool) -> tuple[onnx.ModelProto, np.ndarray]:
+    """y = DequantizeLinear(w, scale per row of axis 0[, zero point per row]) + x, w an initializer (a
+    DequantizeLinear is not folded at import, so a kernel reads w; a Cast of w would be)."""
+    w = _values(dtype, dims, seed=len(dims))
+    scales = (0.25 * (1 + np.arange(dims[0]))).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scales, "s")]
+    if zero_point:
+        inits.append(numpy_helper.from_array(_values(dtype, dims[:1], seed=7), "z"))
+    nodes = [helper.make_node("DequantizeLinear", [t.name for t in inits], ["wf"], axis=0),
+             helper.make_node("Add", ["wf", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(dims))], inits)
+    assert inits[0].data_type == TYPES[dtype][0]
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), w
+
+
+@pytest.mark.parametrize("dtype,dims,zero_point", [("s4", (16, 24), False), ("u4", (9, 13), True),
+                                                   ("s4", (12, 20), True), ("u2", (8, 12), True),
+                                                   ("s2", (6, 11), False), ("u2", (3, 5, 7), False)])
+def test_packed_initializer_is_read_by_a_loop_kernel(tmp_path, dtype, dims, zero_point):
+    model, w = _model(dtype, dims, zero_point)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    mlcc.compile(path, tmp_path / "b", cache_dir="", targets=[])
+    x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
+    got = mlcc.load(tmp_path / "b", device="cpu").run({"x": x})["y"]
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    tensors = manifest["weights"]["tensors"]
+    assert not [t for t in tensors if t["dtype"] == dtype], f"{dtype} stored a byte a value"
+    blob = (tmp_path / "b" / "weights.bin").read_bytes()
+    raw = model.graph.initializer[0].raw_data
+    assert any(blob[t["offset"]:t["offset"] + t["bytes"]] == raw for t in tensors if t["dtype"] == "u8")
+    # and not unpacked into the arena either: the kernel that adds x computes the values as it loads them
+    assert all(b["bytes"] < w.size for b in manifest["memory_plan"]["buffers"] if b["name"] not in ("x", "y"))
