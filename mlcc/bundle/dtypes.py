@@ -4,7 +4,9 @@
 The quantized storage types have ml_dtypes' names (``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``,
 ``float8_e5m2fnuz``, ``float8_e8m0fnu``, ``float4_e2m1fn``, ``int4``, ``uint4``, ``int2``, ``uint2``) and its
 in-memory form: one element per byte, the value's bit pattern in the low bits and the high bits zero (the 4- and
-2-bit types are not packed in a bundle's buffers, inputs or outputs). The runtime moves them as torch.uint8."""
+2-bit types are not packed in a bundle's buffers, inputs or outputs). A 4- or 2-bit integer weight is stored
+packed, but as a ``uint8`` tensor of ONNX's packed bytes (README "The bundle" gives the order), which the kernels
+unpack; no tensor of one of these names is packed. The runtime moves them as torch.uint8."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Shared by the import of MatMulNBits / GatherBlockQuantized (mlcc/frontend/onnx/ops/nbits.py) and by the
 weight quantization pass (mlcc/hlo/passes/quantize_weights.py), so a model quantized by mlcc has the IR of
-one quantized by onnxruntime:
+one quantized by onnxruntime; and by the import of any 4- or 2-bit integer initializer (packed_constant: an
+int4 blocked DequantizeLinear weight, mlcc/frontend/onnx/registry.py), which stays packed the same way:
 
     unpack:  q[..., i] = (packed[..., i // per_byte] >> bits * (i % per_byte)) & (2**bits - 1)
              a broadcast of the bytes to [..., bytes, per_byte], shifted by a broadcast [0, bits, ...] and
