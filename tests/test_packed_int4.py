@@ -5,6 +5,10 @@ the values unpack them in their loads. Checked against onnx's packing and onnx.r
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -69,3 +73,33 @@ def test_packed_initializer_is_read_by_a_loop_kernel(tmp_path, dtype, dims, zero
     assert any(blob[t["offset"]:t["offset"] + t["bytes"]] == raw for t in tensors if t["dtype"] == "u8")
     # and not unpacked into the arena either: the kernel that adds x computes the values as it loads them
     assert all(b["bytes"] < w.size for b in manifest["memory_plan"]["buffers"] if b["name"] not in ("x", "y"))
+
+
+@pytest.mark.parametrize("dtype", ["s2", "u4"])
+def test_packed_initializer_in_external_data_is_read_at_its_packed_length(tmp_path, dtype):
+    """ONNX writes a 4- or 2-bit tensor's packed bytes to the data file: ceil(n * bits / 8) of them."""
+    model, w = _model(dtype, (8, 20), zero_point=False)
+    x = np.random.default_rng(2).standard_normal(w.shape).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    saved = onnx.load(tmp_path / "m.onnx", load_external_data=False).graph.initializer[0]
+    assert saved.data_location == TensorProto.EXTERNAL
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    got = mlcc.load(tmp_path / "b", device="cpu").run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_packed_external_data_of_the_wrong_length_is_one_line_exit_65(tmp_path):
+    model, w = _model("s4", (8, 20), zero_point=False)
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)
+    bad = onnx.load(tmp_path / "m.onnx", load_external_data=False)
+    for e in bad.graph.initializer[0].external_data:
+        if e.key == "length":
+            e.value = str(w.size)  # one byte a value: not ONNX's packed length
+    onnx.save(bad, tmp_path / "bad.onnx")
+    r = subprocess.run([sys.executable, "-m", "mlcc.cli", "compile", str(tmp_path / "bad.onnx"), "-o",
+                        str(tmp_path / "out"), "--target", "none"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)))
+    assert r.returncode == 65, r.stderr
+    assert r.stderr.strip().count("\n") == 0 and "tensor 'w'" in r.stderr
+    assert f"length {w.size} does not match the {w.size // 2} bytes" in r.stderr
