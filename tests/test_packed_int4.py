@@ -19,6 +19,8 @@ from onnx.reference import ReferenceEvaluator
 
 import mlcc
 from mlcc.hlo.blockquant import pack_values
+from mlcc.hlo.parser import parse_module
+from mlcc.hlo.printer import format_module
 
 TYPES = {"s4": (TensorProto.INT4, ml_dtypes.int4, 4), "u4": (TensorProto.UINT4, ml_dtypes.uint4, 4),
          "s2": (TensorProto.INT2, ml_dtypes.int2, 2), "u2": (TensorProto.UINT2, ml_dtypes.uint2, 2)}
@@ -103,3 +105,59 @@ def test_packed_external_data_of_the_wrong_length_is_one_line_exit_65(tmp_path):
     assert r.returncode == 65, r.stderr
     assert r.stderr.strip().count("\n") == 0 and "tensor 'w'" in r.stderr
     assert f"length {w.size} does not match the {w.size // 2} bytes" in r.stderr
+
+
+def _io_model(dtype: str, dims: tuple[int, ...]) -> onnx.ModelProto:
+    """q (a 4- or 2-bit input) -> d = DequantizeLinear(q, 0.5) and t = Transpose(q); r = QuantizeLinear(x / 0.25)
+    to the same type (a computed 4- or 2-bit output)."""
+    ttype = TYPES[dtype][0]
+    zero = numpy_helper.from_array(np.zeros((), TYPES[dtype][1]), "z")
+    nodes = [helper.make_node("DequantizeLinear", ["q", "s"], ["d"]),
+             helper.make_node("Transpose", ["q"], ["t"], perm=[1, 0]),
+             helper.make_node("QuantizeLinear", ["x", "s2", "z"], ["r"])]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("q", ttype, list(dims)),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],
+        [helper.make_tensor_value_info("d", TensorProto.FLOAT, list(dims)),
+         helper.make_tensor_value_info("t", ttype, list(dims[::-1])),
+         helper.make_tensor_value_info("r", ttype, list(dims))],
+        [numpy_helper.from_array(np.float32(0.5), "s"), numpy_helper.from_array(np.float32(0.25), "s2"), zero])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("dtype,dims", [("s4", (5, 7)), ("u4", (4, 6)), ("s2", (3, 5)), ("u2", (6, 4))])
+def test_bundle_inputs_and_outputs_of_4_and_2_bit_types_are_packed(tmp_path, dtype, dims):
+    model = _io_model(dtype, dims)
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    n, bits = int(np.prod(dims)), TYPES[dtype][2]
+    packed = -(-n * bits // 8)
+    io = {s["name"]: s for s in manifest["inputs"] + manifest["outputs"]}
+    for name in ("q", "t", "r"):
+        assert io[name]["packed"] is True and io[name]["dtype"] == dtype
+        assert manifest["buffers"][io[name]["buffer"]]["bytes"] == packed  # ceil(n * bits / 8), not n
+    assert "packed" not in io["x"] and "packed" not in io["d"]
+    q = _values(dtype, dims, seed=3)
+    x = np.random.default_rng(4).uniform(-3, 3, dims).astype(np.float32)
+    got = mlcc.load(tmp_path / "b", device="cpu").run({"q": q, "x": x})
+    want = dict(zip(["d", "t", "r"], ReferenceEvaluator(model).run(None, {"q": q, "x": x})))
+    np.testing.assert_array_equal(got["d"], want["d"])
+    for name in ("t", "r"):
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        np.testing.assert_array_equal(got[name].astype(np.int8), want[name].astype(np.int8))
+
+
+def test_packed_io_prints_parses_and_compiles_back(tmp_path):
+    onnx.save(_io_model("s4", (5, 7)), tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    text = (tmp_path / "b" / "model.hlo").read_text()
+    assert "packed=s4, packed_dims={5,7}" in text and 'packed_outputs={"1:s4[7,5]{1,0}","2:s4[5,7]{1,0}"}' in text
+    module = parse_module(text)
+    assert format_module(module) == text
+    assert [str(s) for s in module.packed_outputs.values()] == ["s4[7,5]{1,0}", "s4[5,7]{1,0}"]
+    # the bundle's own model.hlo compiles back to a bundle with the same packed inputs and outputs
+    mlcc.compile(tmp_path / "b" / "model.hlo", tmp_path / "again", cache_dir="", targets=[])
+    first, again = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("b", "again"))
+    assert again["inputs"] == first["inputs"] and again["outputs"] == first["outputs"]

@@ -79,11 +79,40 @@ def packed_constant(b: Any, values: np.ndarray, dtype: str, bits: int, ref_hint:
     consumer's kernel computes as it loads (a dot's weight prologue, a loop fusion's producers): the values
     are never stored a byte each."""
     arr = np.asarray(values)
-    packed = pack_values(arr, bits)
-    q = unpack(b, b.constant(packed, "u8", ref_hint=ref_hint), bits)
-    if tuple(q.shape.dims) != tuple(arr.shape):  # packed flat: the values in order, the padding dropped
-        q = b.reshape(take(b, q, arr.size), tuple(arr.shape))
+    return unpacked(b, b.constant(pack_values(arr, bits), "u8", ref_hint=ref_hint), dtype, tuple(arr.shape))
+
+
+def unpacked(b: Any, packed: Instruction, dtype: str, dims: tuple[int, ...]) -> Instruction:
+    """The ``dtype`` values of static ``dims`` that u8 ``packed`` holds in ONNX's order: [..., last /
+    per_byte] (rows packed on their own) or flat, ceil(n * bits / 8) bytes."""
+    q = unpack(b, packed, PACKED_DTYPE_BITS[dtype])
+    if tuple(q.shape.dims) != tuple(dims):  # packed flat: the values in order, the padding dropped
+        q = b.reshape(take(b, q, int(np.prod(dims, dtype=np.int64))), tuple(dims))
     return b.convert(q, dtype)
+
+
+def packed_bytes(b: Any, x: Instruction) -> Instruction:
+    """x (s4, u4, s2 or u2, static dims) as the u8 [ceil(n * bits / 8)] bytes ONNX packs it to: byte i is
+    the or of value ``per_byte * i + j`` shifted up by ``bits * j`` (a strided slice of the flat bit
+    patterns each), the last byte padded with zero bits. Each byte is computed whole, from its own values,
+    so a kernel writing these bytes never shares one with another program."""
+    bits = PACKED_DTYPE_BITS[x.shape.dtype]
+    per_byte = 8 // bits
+    n = int(np.prod(x.shape.dims, dtype=np.int64))
+    count = -(-n // per_byte)
+    dims = tuple(x.shape.dims)
+    flat = b.reshape(b.op("and", [b.convert(x, "u8"), b.splat((1 << bits) - 1, "u8", dims)]), (n,))
+    if count * per_byte != n:
+        flat = b.op("concatenate", [flat, b.splat(0, "u8", (count * per_byte - n,))],
+                    Shape("u8", (count * per_byte,)), dimension=0)
+    out = None
+    for j in range(per_byte):
+        part = b.op("slice", [flat], Shape("u8", (count,)), start_indices=(j,),
+                    limit_indices=(j + per_byte * (count - 1) + 1,), strides=(per_byte,))
+        if j:
+            part = b.op("shift-left", [part, b.splat(bits * j, "u8", (count,))])
+        out = part if out is None else b.op("or", [out, part])
+    return out
 
 
 def unpack_by_gather(b: Any, packed: Instruction, bits: int) -> Instruction:

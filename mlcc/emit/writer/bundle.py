@@ -35,6 +35,14 @@ def tensor_spec(shape: Shape) -> TensorSpec:
     return TensorSpec(shape.dtype, numpy_dtype(shape.dtype).name, list(shape.dims), list(shape.layout))
 
 
+def input_entry(p: Instruction) -> IoTensor:
+    """An entry parameter as a bundle input: a packed one (attribute ``packed``) by its values' type and dims."""
+    if "packed" in p.attrs:
+        values = Shape(p.attrs["packed"], p.attrs["packed_dims"])
+        return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(values), True)
+    return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape))
+
+
 def config_entry(config: LaunchConfig) -> ConfigEntry:
     return ConfigEntry(dict(config.constexprs), list(config.grid), config.num_warps, config.num_stages)
 
@@ -166,9 +174,10 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     manifest = Manifest(
         schema_version=SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
         model=model_info, build=build_info, targets=[t.name for t in targets],
-        inputs=[IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape)) for p in entry.parameters()],
-        outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
-                 for n, o in zip(module.output_names, entry.root.operands)],
+        inputs=[input_entry(p) for p in entry.parameters()],
+        outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(module.packed_outputs.get(i, o.shape)),
+                          i in module.packed_outputs)
+                 for i, (n, o) in enumerate(zip(module.output_names, entry.root.operands))],
         kernels=kernel_entries,
         schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
         memory_plan=memory_plan(plan),
