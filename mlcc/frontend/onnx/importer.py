@@ -352,7 +352,8 @@ class _GraphImporter:
             if t.inst is None and t.value is None:
                 raise UnsupportedFeatureError(f"output '{out.name}' {t.deferred}", file=self.ctx.file)
             inst = self.ctx.materialize(self.b, t)
-            if inst.shape.dtype in PACKED_DTYPE_BITS and inst.shape.rank and inst.shape.is_static:
+            if inst.shape.dtype in PACKED_DTYPE_BITS and inst.shape.rank and inst.shape.is_static \
+                    and inst.shape.numel() > 0:
                 packed[len(outputs)] = Shape(inst.shape.dtype, inst.shape.dims)  # returned packed, as inputs come
                 inst = packed_bytes(self.b, inst)
             outputs.append(inst)
@@ -453,7 +454,7 @@ class _GraphImporter:
             if info[1] is None or None in info[1]:
                 raise UnsupportedFeatureError(f"input '{inp.name}' has unknown dims", file=self.ctx.file)
             dims: tuple[Dim, ...] = tuple(info[1])  # type: ignore[arg-type]
-            if dtype in PACKED_DTYPE_BITS and dims and all(isinstance(d, int) for d in dims):
+            if dtype in PACKED_DTYPE_BITS and dims and all(isinstance(d, int) and d > 0 for d in dims):
                 # a 4- or 2-bit input arrives packed (README "The bundle"): its bytes, unpacked where read
                 n = int(np.prod(dims, dtype=np.int64))
                 raw = self.b.parameter(inp.name, Shape("u8", (-(-n * PACKED_DTYPE_BITS[dtype] // 8),)))
