@@ -19,7 +19,8 @@ from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
-from mlcc.bundle.schemas import OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, dumps, validate
+from mlcc.bundle.schemas import (OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, SCHEMA_VERSION,
+                                 SYMBOLIC_SCHEMA_VERSION, dumps, validate)
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
@@ -172,7 +173,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
 
     entry = module.entry
     manifest = Manifest(
-        schema_version=SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
+        schema_version=_schema_version(kernels, targets, module),
         model=model_info, build=build_info, targets=[t.name for t in targets],
         inputs=[input_entry(p) for p in entry.parameters()],
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(module.packed_outputs.get(i, o.shape)),
@@ -249,7 +250,12 @@ def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
     return kv_cache
 
 
-def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
-    """1 unless some binary needs a grid other than the schedule's (see OWN_GRID_SCHEMA_VERSION)."""
+def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module) -> int:
+    """4 with packed inputs or outputs, else 3 with symbolic sizes, else 2 where some binary needs a grid other
+    than the schedule's, else 1 (mlcc/bundle/schemas.py says what each one asks of a reader)."""
+    if module.packed_outputs or any("packed" in p.attrs for p in module.entry.parameters()):
+        return PACKED_IO_SCHEMA_VERSION
+    if module.symbols:
+        return SYMBOLIC_SCHEMA_VERSION
     own_grid = any(k.config_for(t).grid != k.gpu.grid for k in kernels.values() for t in targets)
     return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION
