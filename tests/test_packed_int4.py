@@ -18,7 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import mlcc
+from mlcc.frontend.onnx import import_onnx
 from mlcc.hlo.blockquant import pack_values
+from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.printer import format_module
 
@@ -162,3 +164,19 @@ def test_packed_io_prints_parses_and_compiles_back(tmp_path):
     mlcc.compile(tmp_path / "b" / "model.hlo", tmp_path / "again", cache_dir="", targets=[])
     first, again = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("b", "again"))
     assert again["inputs"] == first["inputs"] and again["outputs"] == first["outputs"]
+
+
+def test_the_evaluator_takes_and_gives_packed_io_as_values():
+    """evaluate(module, feeds) stays the module's meaning as a bundle's user sees it: values in, values out."""
+    model = _io_model("u2", (3, 5))
+    module = import_onnx(model)
+    assert module.packed_outputs and any("packed" in p.attrs for p in module.entry.parameters())
+    q = _values("u2", (3, 5), seed=5)
+    x = np.random.default_rng(6).uniform(-3, 3, (3, 5)).astype(np.float32)
+    got = evaluate(module, {"q": q, "x": x})
+    for name, want in zip(["d", "t", "r"], ReferenceEvaluator(model).run(None, {"q": q, "x": x})):
+        assert got[name].dtype == want.dtype and got[name].shape == want.shape
+        np.testing.assert_array_equal(got[name].astype(np.float32), want.astype(np.float32))
+    # an input given as its packed bytes is taken as it is
+    packed = evaluate(module, {"q": pack_values(q.reshape(-1), 2), "x": x})
+    np.testing.assert_array_equal(packed["t"].astype(np.int8), got["t"].astype(np.int8))

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlcc.hlo.builder import INLINE_CONSTANT_ELEMENTS
+from mlcc.hlo.dtypes import pack_bits
 from mlcc.hlo.ir import Instruction, Shape
 
 
@@ -64,9 +65,7 @@ def pack_values(values: np.ndarray, bits: int) -> np.ndarray:
     else flat."""
     per_byte = 8 // bits
     arr = np.asarray(values)
-    q = (arr.reshape(-1).view(np.uint8) & ((1 << bits) - 1)).astype(np.uint8)
-    q = np.concatenate([q, np.zeros(-q.size % per_byte, np.uint8)]).reshape(-1, per_byte)
-    packed = np.bitwise_or.reduce(q << (np.arange(per_byte, dtype=np.uint8) * bits), axis=1).astype(np.uint8)
+    packed = pack_bits(arr, bits)
     if arr.ndim and arr.shape[-1] % per_byte == 0:
         return packed.reshape(arr.shape[:-1] + (arr.shape[-1] // per_byte,))
     return packed
