@@ -141,7 +141,7 @@ def test_bundle_inputs_and_outputs_of_4_and_2_bit_types_are_packed(tmp_path, dty
         assert io[name]["packed"] is True and io[name]["dtype"] == dtype
         assert manifest["buffers"][io[name]["buffer"]]["bytes"] == packed  # ceil(n * bits / 8), not n
     assert "packed" not in io["x"] and "packed" not in io["d"]
-    assert manifest["schema_version"] == 4  # an older runtime, which would read a byte a value, refuses it
+    assert manifest["schema_version"] == 5  # an older runtime, which would read a byte a value, refuses it
     q = _values(dtype, dims, seed=3)
     x = np.random.default_rng(4).uniform(-3, 3, dims).astype(np.float32)
     got = mlcc.load(tmp_path / "b", device="cpu").run({"q": q, "x": x})

@@ -17,13 +17,13 @@ from mlcc.bundle.errors import InternalError
 #    a reader of version 1 would launch it with the schedule's grid and compute wrong results, so it must refuse.
 # 3: the bundle has symbolic sizes ("symbols"): shapes and grids may be expressions and launches pass
 #    "scalars"; an older reader would launch with sizes it cannot evaluate, so it must refuse.
-# 4: some input or output is "packed" (4- and 2-bit values, several a byte): a reader of 1 to 3 would give
-#    its buffer one byte a value and read or write the wrong bytes, so it must refuse. (Anything 2 and 3 say
-#    may hold as well.)
+# 5: some input or output is "packed" (4- and 2-bit values, several a byte): an older reader would give
+#    its buffer one byte a value and read or write the wrong bytes, so it must refuse. (Anything 2 to 4 say
+#    may hold as well; 4 is main's unbounded-symbol version, which this branch's reader lacks until merged.)
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
 SYMBOLIC_SCHEMA_VERSION = 3
-PACKED_IO_SCHEMA_VERSION = 4
+PACKED_IO_SCHEMA_VERSION = 5
 SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
                      PACKED_IO_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1

@@ -251,7 +251,7 @@ def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
 
 
 def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module) -> int:
-    """4 with packed inputs or outputs, else 3 with symbolic sizes, else 2 where some binary needs a grid other
+    """5 with packed inputs or outputs, else 3 with symbolic sizes, else 2 where some binary needs a grid other
     than the schedule's, else 1 (mlcc/bundle/schemas.py says what each one asks of a reader)."""
     if module.packed_outputs or any("packed" in p.attrs for p in module.entry.parameters()):
         return PACKED_IO_SCHEMA_VERSION
