@@ -1,7 +1,8 @@
 """Weight-only 4-bit (and 8-bit) decoders (tests/data/models/nbits, tools/make_nbits_models.py): a row per
-model for BENCHMARKS.md.
+model for BENCHMARKS.md (MatMulNBits, GatherBlockQuantized, and the int4 blocked-DequantizeLinear ``qdq_*``).
 
-    python benchmarks/nbits.py [--targets sm_80,sm_90] [--json out.json]
+    python benchmarks/nbits.py [--targets sm_80,sm_90] [--models qdq_b32_asym,qdq_b128_sym] [--no-split-k]
+                               [--json out.json]
 
 Per model: launches and modeled global-memory bytes (the manifest's traffic model: each kernel reads its
 inputs once and writes its outputs once) of a decode step (batch 1, one token, --precision fp16), its
@@ -28,7 +29,8 @@ import numpy as np  # noqa: E402
 import mlcc  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "models" / "nbits"
-MODELS = ["float", "b32_asym", "b32_sym", "b128_asym", "b128_sym", "b32_8bit", "b32_asym_gbq"]
+MODELS = ["float", "b32_asym", "b32_sym", "b128_asym", "b128_sym", "b32_8bit", "b32_asym_gbq", "qdq_b32_asym",
+          "qdq_b128_sym"]
 # the float model quantized by mlcc (compile --quantize), compared with onnxruntime on its own quantization
 QUANTIZED_BY_MLCC = {"float --quantize w4": ("w4", "b32_sym"), "float --quantize w4:128": ("w4:128", "b128_sym")}
 
@@ -83,13 +85,19 @@ def split_k_rows(tmp: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default="sm_80,sm_90", help="GPU targets of the bundles (none: no binaries)")
+    ap.add_argument("--models", help="only these rows, comma-separated (the float row, the baseline, always)")
+    ap.add_argument("--no-split-k", action="store_true", help="skip the split-K table")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = ap.parse_args()
     targets = [] if args.targets == "none" else args.targets.split(",")
+    names = MODELS + list(QUANTIZED_BY_MLCC)
+    if args.models:
+        names = ["float"] + [n for n in args.models.split(",") if n != "float"]
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in MODELS + list(QUANTIZED_BY_MLCC):
+        for name in names:
             rows.append(measure(name, targets, Path(tmp), rows[0] if rows else None))
+        split = [] if args.no_split_k else split_k_rows(Path(tmp))
     print("| model | decode launches | decode bytes (fp16) | vs float fp16 | weights.bin (fp16) | vs float fp16 | "
           "launches (seq 4) | weights.bin (fp32) | bundle (fp32) | max err vs onnxruntime | max err vs float model |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -97,7 +105,10 @@ def main() -> None:
         print(f"| {r['model']} | {r['decode_launches']} | {r['decode_bytes']:,} | {r['decode_ratio']:.3f}x | "
               f"{r['weights_bin_fp16']:,} | {r['weights_ratio']:.3f}x | {r['launches']} | {r['weights_bin']:,} | "
               f"{r['bundle']:,} | {r['err_vs_onnxruntime']:.2e} | {r['err_vs_float']:.2e} |")
-        split = split_k_rows(Path(tmp))
+    if args.json:
+        args.json.write_text(json.dumps({"models": rows, "split_k": split}, indent=1))
+    if not split:
+        return
     print()
     print("| MatMulNBits [1, K] x [K, N] (fp16, sm_90) | programs | launches | bytes | programs, split-k off | "
           "launches | bytes |")
@@ -106,8 +117,6 @@ def main() -> None:
         a, b = r["split"], r["whole"]
         print(f"| K={r['k']}, N={r['n']} | {a['programs']} | {a['launches']} | {a['bytes']:,} | {b['programs']} | "
               f"{b['launches']} | {b['bytes']:,} |")
-    if args.json:
-        args.json.write_text(json.dumps({"models": rows, "split_k": split}, indent=1))
 
 
 if __name__ == "__main__":

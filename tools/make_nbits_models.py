@@ -9,6 +9,13 @@ GatherBlockQuantized; the quantizer writes its data as UINT4 tensors, which this
 uint8 form (two values a byte, low nibble first, ``bits=4``), the form onnxruntime's LLM exports use for
 tied embeddings. Expected outputs come from onnxruntime on CPU.
 
+The ``qdq_*`` variants are the same quantizer with ``quant_format=QuantFormat.QDQ``: each MatMul's weight
+becomes an INT4 (symmetric) or UINT4 (asymmetric, with UINT4 zero points) initializer, packed two a byte,
+read by a DequantizeLinear with ``axis=0`` and ``block_size``. onnxruntime on CPU fuses such a DQ -> MatMul
+into its MatMulNBits kernel, which by default (session option ``session.qdq_matmulnbits_accuracy_level``
+4) quantizes the activations to int8 (a max error of 0.05 on these logits); their references are computed
+with that option at 0 (float activations), which agrees with the unfused graph (ORT_DISABLE_ALL) to 1e-6.
+
     python tools/make_nbits_models.py     # rewrites tests/data/models/nbits/
 """
 
@@ -21,6 +28,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantFormat
 from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "models" / "nbits"
@@ -34,6 +42,11 @@ VARIANTS = {
     "b128_sym": (4, 128, True, False),
     "b32_8bit": (8, 32, False, False),
     "b32_asym_gbq": (4, 32, False, True),
+}
+# DequantizeLinear of INT4/UINT4 blocked weights (QuantFormat.QDQ): name: (block_size, symmetric)
+QDQ_VARIANTS = {
+    "qdq_b32_asym": (32, False),
+    "qdq_b128_sym": (128, True),
 }
 
 
@@ -150,6 +163,21 @@ def quantize(model: onnx.ModelProto, bits: int, block: int, symmetric: bool, gat
     return out
 
 
+def quantize_qdq(model: onnx.ModelProto, block: int, symmetric: bool) -> onnx.ModelProto:
+    """Every MatMul's constant weight as a blocked 4-bit DequantizeLinear (axis 0: blocks along K)."""
+    q = MatMulNBitsQuantizer(model, bits=4, block_size=block, is_symmetric=symmetric, op_types_to_quantize=("MatMul",),
+                             quant_axes=(("MatMul", 0),), quant_format=QuantFormat.QDQ)
+    q.process()
+    return q.model.model
+
+
+def reference_session(path: Path) -> ort.InferenceSession:
+    """onnxruntime on CPU, its DQ -> MatMul fusion keeping float activations (the module docstring says why)."""
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 def main() -> None:
     logging.getLogger("onnxruntime").setLevel(logging.ERROR)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -157,14 +185,16 @@ def main() -> None:
     onnx.save(float_model, OUT / "float.onnx")
     ids = np.random.default_rng(0).integers(0, VOCAB, size=(1, SEQ)).astype(np.int64)
     np.savez(OUT / "inputs.npz", input_ids=ids)
-    for name, model in [("float", float_model)] + [(n, quantize(decoder(), *v)) for n, v in VARIANTS.items()]:
+    models = [("float", float_model)] + [(n, quantize(decoder(), *v)) for n, v in VARIANTS.items()] + \
+        [(n, quantize_qdq(decoder(), *v)) for n, v in QDQ_VARIANTS.items()]
+    for name, model in models:
         if name != "float":
             onnx.save(model, OUT / f"{name}.onnx")
-        sess = ort.InferenceSession(str(OUT / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        sess = reference_session(OUT / f"{name}.onnx")
         (logits,) = sess.run(None, {"input_ids": ids})
         np.savez(OUT / f"{name}.ref.npz", logits=logits)
-        print(f"{name}: {(OUT / f'{name}.onnx').stat().st_size} bytes, "
-              f"{sorted({n.op_type for n in model.graph.node if n.domain == 'com.microsoft'})}")
+        special = {n.op_type for n in model.graph.node if n.domain == "com.microsoft" or "uantizeLinear" in n.op_type}
+        print(f"{name}: {(OUT / f'{name}.onnx').stat().st_size} bytes, {sorted(special)}")
 
 
 if __name__ == "__main__":

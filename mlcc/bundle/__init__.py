@@ -20,12 +20,14 @@ from mlcc.bundle.layout import ALIGNMENT, align, from_physical, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary, BufferInfo, IoTensor, KernelEntry, Launch, LaunchConfig,
                                   Manifest, MemoryPlan, TensorSpec, Weights, WeightTensor)
 from mlcc.bundle.memory import BudgetSpecError, fixed_bytes, footprint, parse_budget
-from mlcc.bundle.schemas import (INTENT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SUPPORTED_SCHEMAS,
-                                 SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, load_schema, validate)
+from mlcc.bundle.schemas import (INTENT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, SCHEMA_VERSION,
+                                 SUPPORTED_SCHEMAS, SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, load_schema,
+                                 validate)
 from mlcc.bundle.sizes import SizeError, eval_size
 
-__all__ = ["ALIGNMENT", "INTENT_SCHEMA_VERSION", "OWN_GRID_SCHEMA_VERSION", "SCHEMA_VERSION", "SUPPORTED_SCHEMAS",
-           "SYMBOLIC_SCHEMA_VERSION", "UNBOUNDED_SCHEMA_VERSION", "ArenaBuffer", "Binary", "BudgetSpecError", "BufferInfo", "BundleError", "Intent",
+__all__ = ["ALIGNMENT", "INTENT_SCHEMA_VERSION", "OWN_GRID_SCHEMA_VERSION", "PACKED_IO_SCHEMA_VERSION", "SCHEMA_VERSION",
+           "SUPPORTED_SCHEMAS", "SYMBOLIC_SCHEMA_VERSION", "UNBOUNDED_SCHEMA_VERSION",
+           "ArenaBuffer", "Binary", "BudgetSpecError", "BufferInfo", "BundleError", "Intent",
            "IntentBuffer", "IoTensor", "KvCacheEntry", "KernelEntry", "Launch", "LaunchConfig", "Manifest", "MemoryPlan", "Prefetch",
            "SizeError", "TensorSpec", "WeightTensor", "Weights", "align", "bundle_digest", "dumps", "eval_size",
            "file_sha256", "fixed_bytes", "footprint", "from_physical", "load_schema", "numpy_dtype",

@@ -3,8 +3,11 @@
 
 The quantized storage types have ml_dtypes' names (``float8_e4m3fn``, ``float8_e4m3fnuz``, ``float8_e5m2``,
 ``float8_e5m2fnuz``, ``float8_e8m0fnu``, ``float4_e2m1fn``, ``int4``, ``uint4``, ``int2``, ``uint2``) and its
-in-memory form: one element per byte, the value's bit pattern in the low bits and the high bits zero (the 4- and
-2-bit types are not packed in a bundle's buffers, inputs or outputs). The runtime moves them as torch.uint8."""
+in-memory form: one element per byte, the value's bit pattern in the low bits and the high bits zero, except an
+input or output the manifest marks ``"packed": true`` (int4, uint4, int2, uint2): its buffer holds the values
+packed in ONNX's order (``pack``; README "The bundle"), and ``Executable.run`` packs and unpacks them at the
+boundary. A 4- or 2-bit integer weight is stored packed too, as a ``uint8`` tensor of ONNX's packed bytes, which
+the kernels unpack. The runtime moves these types as torch.uint8."""
 
 from __future__ import annotations
 
@@ -16,6 +19,38 @@ STORAGE_NAMES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2
                  "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
 NUMPY_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float16", "bfloat16", "float32", "float64") + STORAGE_NAMES
+
+
+PACKED_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}  # the types a bundle's I/O may hold packed
+
+
+def packed_bytes(n: int, name: str) -> int:
+    """The bytes of n values of ``name`` packed: ceil(n * bits / 8)."""
+    return -(-n * PACKED_BITS[name] // 8)
+
+
+def pack(array: np.ndarray, name: str) -> np.ndarray:
+    """A 4- or 2-bit array (ml_dtypes int4, uint4, int2, uint2) as the uint8 bytes of an input marked
+    ``packed``: its elements in row-major order, ``8 // bits`` a byte, element 0 in the low bits (ONNX's
+    order), the last byte padded with zero bits."""
+    bits = PACKED_BITS[name]
+    per_byte = 8 // bits
+    q = np.ascontiguousarray(array, dtype=numpy_dtype(name)).reshape(-1).view(np.uint8) & ((1 << bits) - 1)
+    q = np.concatenate([q, np.zeros(-q.size % per_byte, np.uint8)]).reshape(-1, per_byte)
+    return np.bitwise_or.reduce(q << (np.arange(per_byte, dtype=np.uint8) * bits), axis=1).astype(np.uint8)
+
+
+def unpack(data: np.ndarray, name: str, n: int) -> np.ndarray:
+    """The first n values of ``name`` that packed bytes hold (pack's inverse), one a byte as ml_dtypes
+    holds them."""
+    bits = PACKED_BITS[name]
+    per_byte = 8 // bits
+    raw = np.asarray(data).reshape(-1).view(np.uint8)
+    q = (raw[:, None] >> (np.arange(per_byte, dtype=np.uint8) * bits)) & ((1 << bits) - 1)
+    q = q.reshape(-1)[:n].astype(np.int16)
+    if name.startswith("int"):  # the low bits as a signed value
+        q = np.where(q >= 1 << (bits - 1), q - (1 << bits), q)
+    return q.astype(numpy_dtype(name))
 
 
 def numpy_dtype(name: str) -> np.dtype:

@@ -37,17 +37,23 @@ class TensorSpec:
 
 @dataclass
 class IoTensor:
-    """An input or output: its name for the user and the buffer that holds it."""
+    """An input or output: its name for the user and the buffer that holds it. ``packed``: a 4- or 2-bit
+    integer tensor whose buffer holds its values packed (mlcc/bundle/dtypes.py pack), ceil(n * bits / 8)
+    bytes; the key is written only when true."""
     name: str
     buffer: str
     spec: TensorSpec
+    packed: bool = False
 
     def to_json(self) -> Json:
-        return {"name": self.name, "buffer": self.buffer, **self.spec.to_json()}
+        d = {"name": self.name, "buffer": self.buffer, **self.spec.to_json()}
+        if self.packed:
+            d["packed"] = True
+        return d
 
     @staticmethod
     def from_json(d: Json) -> "IoTensor":
-        return IoTensor(d["name"], d["buffer"], TensorSpec.from_json(d))
+        return IoTensor(d["name"], d["buffer"], TensorSpec.from_json(d), bool(d.get("packed", False)))
 
 
 @dataclass

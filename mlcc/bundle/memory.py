@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping
 
-from mlcc.bundle.dtypes import numpy_dtype
+from mlcc.bundle.dtypes import numpy_dtype, packed_bytes
 from mlcc.bundle.layout import align
 from mlcc.bundle.sizes import eval_size
 
@@ -24,6 +24,8 @@ def tensor_bytes(spec: Mapping[str, Any], sizes: Mapping[str, int]) -> int:
     n = 1
     for d in spec["shape"]:
         n *= eval_size(d, sizes)
+    if spec.get("packed"):
+        return packed_bytes(n, spec["numpy_dtype"])
     return n * numpy_dtype(spec["numpy_dtype"]).itemsize
 
 

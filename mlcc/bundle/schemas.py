@@ -20,12 +20,16 @@ from mlcc.bundle.errors import InternalError
 # 4: some symbol has no upper end (symbols[name] is [min, null]): the arena's size, buffers' bytes and offsets
 #    may be expressions, evaluated per run, and "index_limits" bounds the sizes a run may take; an older reader
 #    would allocate a number it cannot read, so it must refuse.
+# 5: some input or output is "packed" (4- and 2-bit values, several a byte): an older reader would give
+#    its buffer one byte a value and read or write the wrong bytes, so it must refuse.
+# A bundle carries the highest version any of its features needs; a reader of N reads every version up to N.
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
 SYMBOLIC_SCHEMA_VERSION = 3
 UNBOUNDED_SCHEMA_VERSION = 4
+PACKED_IO_SCHEMA_VERSION = 5
 SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
-                     UNBOUNDED_SCHEMA_VERSION)  # what the runtime reads
+                     UNBOUNDED_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1
 
 

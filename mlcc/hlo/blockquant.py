@@ -2,7 +2,8 @@
 
 Shared by the import of MatMulNBits / GatherBlockQuantized (mlcc/frontend/onnx/ops/nbits.py) and by the
 weight quantization pass (mlcc/hlo/passes/quantize_weights.py), so a model quantized by mlcc has the IR of
-one quantized by onnxruntime:
+one quantized by onnxruntime; and by the import of any 4- or 2-bit integer initializer (packed_constant: an
+int4 blocked DequantizeLinear weight, mlcc/frontend/onnx/registry.py), which stays packed the same way:
 
     unpack:  q[..., i] = (packed[..., i // per_byte] >> bits * (i % per_byte)) & (2**bits - 1)
              a broadcast of the bytes to [..., bytes, per_byte], shifted by a broadcast [0, bits, ...] and
@@ -19,6 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mlcc.hlo.builder import INLINE_CONSTANT_ELEMENTS
+from mlcc.hlo.dtypes import pack_bits
 from mlcc.hlo.ir import Instruction, Shape
 
 
@@ -43,6 +46,72 @@ def unpack(b: Any, packed: Instruction, bits: int) -> Instruction:
     mask = b.splat((1 << bits) - 1, "u8", wide)
     q = b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
     return b.reshape(q, dims[:-1] + (dims[-1] * per_byte,))
+
+
+PACKED_DTYPE_BITS = {"s4": 4, "u4": 4, "s2": 2, "u2": 2}  # the integer types ONNX packs (f4e2m1fn: one a byte)
+
+
+def packs(values: np.ndarray) -> bool:
+    """Whether a constant of a 4- or 2-bit integer type is stored packed (packed_constant): one that would be
+    a reference into weights.bin, not one inline in the IR (a few elements) or a splat."""
+    flat = np.asarray(values).reshape(-1)
+    return flat.size > INLINE_CONSTANT_ELEMENTS and bool((flat != flat[0]).any())
+
+
+def pack_values(values: np.ndarray, bits: int) -> np.ndarray:
+    """A 4- or 2-bit integer array (ml_dtypes int4, uint4, int2, uint2) packed as ONNX packs it: its flat
+    elements ``8 // bits`` a byte, element 0 in the low bits, the last byte padded with zeros. Returned as
+    u8 [..., last // per_byte] when the last dim is a multiple of the values a byte (a row packs on its own),
+    else flat."""
+    per_byte = 8 // bits
+    arr = np.asarray(values)
+    packed = pack_bits(arr, bits)
+    if arr.ndim and arr.shape[-1] % per_byte == 0:
+        return packed.reshape(arr.shape[:-1] + (arr.shape[-1] // per_byte,))
+    return packed
+
+
+def packed_constant(b: Any, values: np.ndarray, dtype: str, bits: int, ref_hint: str) -> Instruction:
+    """A constant of a 4- or 2-bit integer type (``dtype``: s4, u4, s2, u2) held packed: a u8 constant of
+    ``pack_values``' bytes (what weights.bin stores), unpacked to the values' bit patterns and converted
+    to ``dtype`` (a wrapping convert, so 15 is -1 in s4). The unpack is loop ops on a constant, which the
+    consumer's kernel computes as it loads (a dot's weight prologue, a loop fusion's producers): the values
+    are never stored a byte each."""
+    arr = np.asarray(values)
+    return unpacked(b, b.constant(pack_values(arr, bits), "u8", ref_hint=ref_hint), dtype, tuple(arr.shape))
+
+
+def unpacked(b: Any, packed: Instruction, dtype: str, dims: tuple[int, ...]) -> Instruction:
+    """The ``dtype`` values of static ``dims`` that u8 ``packed`` holds in ONNX's order: [..., last /
+    per_byte] (rows packed on their own) or flat, ceil(n * bits / 8) bytes."""
+    q = unpack(b, packed, PACKED_DTYPE_BITS[dtype])
+    if tuple(q.shape.dims) != tuple(dims):  # packed flat: the values in order, the padding dropped
+        q = b.reshape(take(b, q, int(np.prod(dims, dtype=np.int64))), tuple(dims))
+    return b.convert(q, dtype)
+
+
+def packed_bytes(b: Any, x: Instruction) -> Instruction:
+    """x (s4, u4, s2 or u2, static dims) as the u8 [ceil(n * bits / 8)] bytes ONNX packs it to: byte i is
+    the or of value ``per_byte * i + j`` shifted up by ``bits * j`` (a strided slice of the flat bit
+    patterns each), the last byte padded with zero bits. Each byte is computed whole, from its own values,
+    so a kernel writing these bytes never shares one with another program."""
+    bits = PACKED_DTYPE_BITS[x.shape.dtype]
+    per_byte = 8 // bits
+    n = int(np.prod(x.shape.dims, dtype=np.int64))
+    count = -(-n // per_byte)
+    dims = tuple(x.shape.dims)
+    flat = b.reshape(b.op("and", [b.convert(x, "u8"), b.splat((1 << bits) - 1, "u8", dims)]), (n,))
+    if count * per_byte != n:
+        flat = b.op("concatenate", [flat, b.splat(0, "u8", (count * per_byte - n,))],
+                    Shape("u8", (count * per_byte,)), dimension=0)
+    out = None
+    for j in range(per_byte):
+        part = b.op("slice", [flat], Shape("u8", (count,)), start_indices=(j,),
+                    limit_indices=(j + per_byte * (count - 1) + 1,), strides=(per_byte,))
+        if j:
+            part = b.op("shift-left", [part, b.splat(bits * j, "u8", (count,))])
+        out = part if out is None else b.op("or", [out, part])
+    return out
 
 
 def unpack_by_gather(b: Any, packed: Instruction, bits: int) -> Instruction:

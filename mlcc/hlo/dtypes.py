@@ -31,3 +31,23 @@ def dtype_of_numpy(dt: np.dtype) -> str:
     if dt not in _FROM_NUMPY:
         raise TypeError(f"unsupported numpy dtype {dt}")
     return _FROM_NUMPY[dt]
+
+
+def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
+    """A 4- or 2-bit integer array (ml_dtypes int4, uint4, int2, uint2) packed as ONNX packs it: its flat
+    elements ``8 // bits`` a byte, element 0 in the low bits, the last byte padded with zero bits (u8, flat)."""
+    per_byte = 8 // bits
+    q = (np.ascontiguousarray(values).reshape(-1).view(np.uint8) & ((1 << bits) - 1)).astype(np.uint8)
+    q = np.concatenate([q, np.zeros(-q.size % per_byte, np.uint8)]).reshape(-1, per_byte)
+    return np.bitwise_or.reduce(q << (np.arange(per_byte, dtype=np.uint8) * bits), axis=1).astype(np.uint8)
+
+
+def unpack_bits(data: np.ndarray, dtype: str, bits: int, n: int) -> np.ndarray:
+    """The first n values of IR type ``dtype`` (s4, u4, s2, u2) that bytes packed by pack_bits hold."""
+    per_byte = 8 // bits
+    raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    q = ((raw[:, None] >> (np.arange(per_byte, dtype=np.uint8) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n]
+    q = q.astype(np.int16)
+    if dtype[0] == "s":
+        q = np.where(q >= 1 << (bits - 1), q - (1 << bits), q)
+    return q.astype(numpy_dtype(dtype))

@@ -469,6 +469,10 @@ class Module:
     # and at run time they take any size from lo up (buffer sizes and arena offsets become expressions).
     unbounded: set[str] = field(default_factory=set)
     source_files: list[Path] = field(default_factory=list)  # files besides the model the frontend read (ONNX data)
+    # Outputs of a 4- or 2-bit integer type the entry returns packed (README "The bundle"): output index ->
+    # the logical shape; the root's operand is then the u8 bytes. Inputs say so on their parameter
+    # (attributes packed=DTYPE, packed_dims={...}).
+    packed_outputs: dict[int, Shape] = field(default_factory=dict)
 
     @property
     def is_scheduled(self) -> bool:

@@ -13,6 +13,8 @@ from mlcc.hlo.ir import DTYPES, AnyShape, Computation, Instruction, Module, Prop
 from mlcc.hlo.opcodes import OPCODES
 from mlcc.hlo.symbolic import SymbolicError, dim_of
 
+_PACKED_OUTPUT = re.compile(r"(\d+):(\w+)\[([\d,]*)\](?:\{([\d,]*)\})?")
+
 
 class ParseError(ValueError):
     pass
@@ -271,6 +273,14 @@ class _Parser:
                     module.properties.add(known[v])
             elif key == "output_names":
                 module.output_names = list(val)
+            elif key == "packed_outputs":
+                for v in val if isinstance(val, tuple) else (val,):
+                    m = _PACKED_OUTPUT.fullmatch(str(v))
+                    if m is None:
+                        raise self.lx.error(f"packed output '{v}' is not INDEX:DTYPE[DIMS]{{LAYOUT}}", tok)
+                    dims = tuple(int(d) for d in m.group(3).split(",") if d)
+                    layout = tuple(int(d) for d in m.group(4).split(",") if d) if m.group(4) is not None else None
+                    module.packed_outputs[int(m.group(1))] = Shape(m.group(2), dims, layout)
             else:
                 raise self.lx.error(f"unknown module attribute '{key}'", tok)
         while self.lx.peek()[0] != "eof":

@@ -69,6 +69,8 @@ def format_module(module: Module) -> str:
         header += ", properties={" + ",".join(p.value for p in Property if p in done) + "}"
     if module.output_names:
         header += f", output_names={format_value(list(module.output_names))}"
+    if module.packed_outputs:
+        header += f", packed_outputs={format_value([f'{i}:{s}' for i, s in sorted(module.packed_outputs.items())])}"
     if module.symbols:
         header += ", symbols={" + ", ".join(f"{k}={{{lo},{hi}}}" for k, (lo, hi) in sorted(module.symbols.items())) + "}"
     if module.unbounded:

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.bundle.dtypes import as_dtype, numpy_dtype, torch_dtype
+from mlcc.bundle.dtypes import as_dtype, numpy_dtype, pack, packed_bytes, torch_dtype, unpack
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
@@ -249,13 +249,16 @@ class Executable:
                 if s.buffer in managed:
                     continue
                 phys = to_physical(arrays[s.name], s.spec.layout)
+                if s.packed:  # a 4- or 2-bit input's buffer holds its values packed (its layout is row-major)
+                    phys = pack(phys, s.spec.numpy_dtype)
                 buffers[s.buffer] = _typed(device.upload(_host_bytes(phys)), s.spec.numpy_dtype)
             out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
             for s in m.outputs:
                 if s.buffer in managed:
                     continue
                 n = int(np.prod(out_dims[s.name], dtype=np.int64))
-                nbytes = n * numpy_dtype(s.spec.numpy_dtype).itemsize
+                itemsize = numpy_dtype(s.spec.numpy_dtype).itemsize
+                nbytes = packed_bytes(n, s.spec.numpy_dtype) if s.packed else n * itemsize
                 buffers[s.buffer] = _typed(device.alloc(nbytes)[:nbytes], s.spec.numpy_dtype)
             if self.streamer is not None:
                 self.streamer.begin_call(buffers)
@@ -274,6 +277,8 @@ class Executable:
                 if s.buffer in managed:
                     continue
                 flat = _to_numpy(device.download(buffers[s.buffer]), numpy_dtype(s.spec.numpy_dtype))
+                if s.packed:
+                    flat = unpack(flat, s.spec.numpy_dtype, int(np.prod(out_dims[s.name], dtype=np.int64)))
                 # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
                 result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
         return result

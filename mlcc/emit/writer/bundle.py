@@ -19,8 +19,8 @@ from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
 from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
-from mlcc.bundle.schemas import (OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
-                                 UNBOUNDED_SCHEMA_VERSION, dumps, validate)
+from mlcc.bundle.schemas import (OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, SCHEMA_VERSION,
+                                 SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, validate)
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.codegen.loop import INT32_SAFE
 from mlcc.emit.target.aot import Binary
@@ -36,6 +36,14 @@ from mlcc.hlo.symbolic import Sym, as_sym
 
 def tensor_spec(shape: Shape) -> TensorSpec:
     return TensorSpec(shape.dtype, numpy_dtype(shape.dtype).name, list(shape.dims), list(shape.layout))
+
+
+def input_entry(p: Instruction) -> IoTensor:
+    """An entry parameter as a bundle input: a packed one (attribute ``packed``) by its values' type and dims."""
+    if "packed" in p.attrs:
+        values = Shape(p.attrs["packed"], p.attrs["packed_dims"])
+        return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(values), True)
+    return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape))
 
 
 def config_entry(config: LaunchConfig) -> ConfigEntry:
@@ -167,12 +175,12 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
 
     entry = module.entry
     manifest = Manifest(
-        schema_version=(UNBOUNDED_SCHEMA_VERSION if module.unbounded else SYMBOLIC_SCHEMA_VERSION if module.symbols
-                        else _schema_version(kernels, targets)),
+        schema_version=_schema_version(kernels, targets, module),
         model=model_info, build=build_info, targets=[t.name for t in targets],
-        inputs=[IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape)) for p in entry.parameters()],
-        outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
-                 for n, o in zip(module.output_names, entry.root.operands)],
+        inputs=[input_entry(p) for p in entry.parameters()],
+        outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(module.packed_outputs.get(i, o.shape)),
+                          i in module.packed_outputs)
+                 for i, (n, o) in enumerate(zip(module.output_names, entry.root.operands))],
         kernels=kernel_entries,
         schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
         memory_plan=memory_plan(plan),
@@ -266,7 +274,15 @@ def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
     return kv_cache
 
 
-def _schema_version(kernels: dict[str, Kernel], targets: list[Target]) -> int:
-    """1 unless some binary needs a grid other than the schedule's (see OWN_GRID_SCHEMA_VERSION)."""
+def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module) -> int:
+    """5 with packed inputs or outputs, else 4 with a symbol that has no upper end, else 3 with symbolic sizes,
+    else 2 where some binary needs a grid other than the schedule's, else 1 (mlcc/bundle/schemas.py says what
+    each one asks of a reader)."""
+    if module.packed_outputs or any("packed" in p.attrs for p in module.entry.parameters()):
+        return PACKED_IO_SCHEMA_VERSION
+    if module.unbounded:
+        return UNBOUNDED_SCHEMA_VERSION
+    if module.symbols:
+        return SYMBOLIC_SCHEMA_VERSION
     own_grid = any(k.config_for(t).grid != k.gpu.grid for k in kernels.values() for t in targets)
     return OWN_GRID_SCHEMA_VERSION if own_grid else SCHEMA_VERSION

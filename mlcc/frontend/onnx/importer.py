@@ -26,6 +26,7 @@ from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Resu
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
 from mlcc.frontend.onnx.types import INT32_DATA_RANGES, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_bytes, unpacked
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
@@ -345,14 +346,20 @@ class _GraphImporter:
         self._add_parameters()
         for index, node in enumerate(self.graph.node):
             self._import_node(node, index)
-        outputs, names = [], []
+        outputs, names, packed = [], [], {}
         for out in self.graph.output:
             t = self.ctx.tensor(out.name)
             if t.inst is None and t.value is None:
                 raise UnsupportedFeatureError(f"output '{out.name}' {t.deferred}", file=self.ctx.file)
-            outputs.append(self.ctx.materialize(self.b, t))
+            inst = self.ctx.materialize(self.b, t)
+            if inst.shape.dtype in PACKED_DTYPE_BITS and inst.shape.rank and inst.shape.is_static \
+                    and inst.shape.numel() > 0:
+                packed[len(outputs)] = Shape(inst.shape.dtype, inst.shape.dims)  # returned packed, as inputs come
+                inst = packed_bytes(self.b, inst)
+            outputs.append(inst)
             names.append(out.name)
         module = self.b.finish(outputs, names)
+        module.packed_outputs = packed
         module.symbols = dict(self.ctx.ranges)
         return module
 
@@ -447,7 +454,14 @@ class _GraphImporter:
             if info[1] is None or None in info[1]:
                 raise UnsupportedFeatureError(f"input '{inp.name}' has unknown dims", file=self.ctx.file)
             dims: tuple[Dim, ...] = tuple(info[1])  # type: ignore[arg-type]
-            inst = self.b.parameter(inp.name, Shape(dtype, dims))
+            if dtype in PACKED_DTYPE_BITS and dims and all(isinstance(d, int) and d > 0 for d in dims):
+                # a 4- or 2-bit input arrives packed (README "The bundle"): its bytes, unpacked where read
+                n = int(np.prod(dims, dtype=np.int64))
+                raw = self.b.parameter(inp.name, Shape("u8", (-(-n * PACKED_DTYPE_BITS[dtype] // 8),)))
+                raw.attrs.update(packed=dtype, packed_dims=tuple(int(d) for d in dims))
+                inst = unpacked(self.b, raw, dtype, tuple(int(d) for d in dims))
+            else:
+                inst = self.b.parameter(inp.name, Shape(dtype, dims))
             self.ctx.tensors[inp.name] = Tensor(inp.name, dtype, dims, inst=inst)
 
     # ---- nodes

@@ -18,6 +18,7 @@ from onnx import AttributeProto, TensorProto
 
 from mlcc.frontend.onnx.errors import InvalidModelError, ModelNotFoundError
 from mlcc.frontend.onnx.inline_data import load_without_payloads
+from mlcc.frontend.onnx.types import PACKED_BITS
 
 LAZY_MIN_BYTES = 1 << 20  # initializers this large are memory-mapped, not read (external data or inline)
 
@@ -222,9 +223,8 @@ def _payload_bytes(tensor: TensorProto, label: str) -> int | None:
         count *= d
         if count * itemsize >= 2**63:
             raise InvalidModelError(f"tensor '{tensor.name}': dims {list(tensor.dims)} overflow int64", file=label)
-    if tensor.data_type in (TensorProto.INT4, TensorProto.UINT4) or "FLOAT4" in TensorProto.DataType.Name(
-            tensor.data_type):
-        return (count + 1) // 2
+    if tensor.data_type in PACKED_BITS:  # 4- and 2-bit types: packed, the last byte padded
+        return -(-count * PACKED_BITS[tensor.data_type] // 8)
     return count * itemsize
 
 

@@ -24,6 +24,7 @@ import onnx
 from onnx import AttributeProto
 
 from mlcc.frontend.onnx.errors import DeferredValueError, InvalidModelError, UnsupportedFeatureError
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_constant, packs
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.ir import Dim, Instruction, Shape
 from mlcc.hlo.symbolic import Sym
@@ -156,7 +157,10 @@ class ImportContext:
         if t.value is None:
             raise InvalidModelError(f"value '{t.name}' {t.deferred or 'has no IR value'}", file=self.file)
         with b.origin(*t.origin):
-            t.inst = b.constant(t.value, ref_hint=t.name)
+            if t.dtype in PACKED_DTYPE_BITS and packs(t.value):
+                t.inst = packed_constant(b, t.value, t.dtype, PACKED_DTYPE_BITS[t.dtype], ref_hint=t.name)
+            else:
+                t.inst = b.constant(t.value, ref_hint=t.name)
         return t.inst
 
 

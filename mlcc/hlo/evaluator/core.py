@@ -14,9 +14,9 @@ import numpy as np
 
 from mlcc.hlo import symbolic
 from mlcc.hlo.evaluator import narrow
-from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.dtypes import numpy_dtype, pack_bits, unpack_bits
 from mlcc.hlo.symbolic import NAME
-from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.ir import DTYPE_BITS, Computation, Instruction, Module, Shape
 from mlcc.hlo.rules import RuleTable
 
 Value = Any  # np.ndarray, or a tuple of values
@@ -87,6 +87,9 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
     """Run the entry computation: parameters by their ``name=`` (else by index into ``inputs``' order).
 
     ``symbols`` gives symbolic dims their values (``{"seq": 7}``); the arguments must agree with them.
+    Packed inputs and outputs (a parameter with ``packed=``, ``module.packed_outputs``) are values as a
+    bundle's user sees them: an input given as values of its type is packed here (its bytes are taken as
+    they are), and an output is unpacked to its values.
     """
     positional = list(inputs.values())
     args = []
@@ -95,7 +98,10 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
         if name is not None:
             if name not in inputs:
                 raise EvaluationError(f"%{p.name} (parameter): no input named '{name}'")
-            args.append(inputs[name])
+            value = inputs[name]
+            if "packed" in p.attrs and np.asarray(value).dtype == numpy_dtype(p.attrs["packed"]):
+                value = pack_bits(np.asarray(value), DTYPE_BITS[p.attrs["packed"]])
+            args.append(value)
         else:
             index = p.attrs["index"]
             if index >= len(positional):
@@ -106,6 +112,9 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
     names = list(module.output_names) or [f"output{i}" for i in range(len(outputs))]
     if len(names) != len(outputs):
         raise EvaluationError(f"entry returns {len(outputs)} values for {len(names)} output names")
+    outputs = tuple(unpack_bits(v, module.packed_outputs[i].dtype, DTYPE_BITS[module.packed_outputs[i].dtype],
+                                module.packed_outputs[i].numel()).reshape(module.packed_outputs[i].dims)
+                    if i in module.packed_outputs else v for i, v in enumerate(outputs))
     return {name: np.array(value, copy=True) for name, value in zip(names, outputs)}
 
 
