@@ -45,16 +45,17 @@ class MultiOutputFusion(Pass):
         changed = False
         for inst in list(comp.instructions):
             fusion = inst
+            tried: set[int] = set()
             while fusion.parent is comp:
-                producer = _mergeable(fusion, outputs, root)
+                producer = next((p for p in _candidates(fusion, outputs, root) if id(p) not in tried), None)
                 if producer is None:
                     break
+                tried.add(id(producer))
                 merged = _merge(module, comp, fusion, producer)
-                if merged is None:
-                    break
-                _drop_explanations(module, producer, fusion)
-                fusion = merged
-                changed = True
+                if merged is not None:
+                    _drop_explanations(module, producer, merged)
+                    fusion = merged
+                    changed = True
         return changed
 
 
@@ -66,61 +67,64 @@ def attention_of(fusion: Instruction) -> Instruction | None:
     return found[0] if len(found) == 1 else None
 
 
-def _mergeable(fusion: Instruction, outputs: set[int], root: Instruction) -> Instruction | None:
-    """The loop fusion computing the attention's k or v that may become a result of this fusion, if any."""
+def _candidates(fusion: Instruction, outputs: set[int], root: Instruction) -> list[Instruction]:
+    """Loop fusions that may become results of this attention fusion: the one whose result the attention reads
+    as k or v, and a model output computed from values the fusion reads (a small cache, which the attention
+    fusion recomputes as its k or v: _merge keeps it only if it is)."""
     heavy = attention_of(fusion)
     if heavy is None or "score_quant" in heavy.attrs or "prob_quant" in heavy.attrs:
-        return None
+        return []
+    found: list[Instruction] = []
     for i in (1, 2):
         param = heavy.operands[i]
-        if param.opcode != "parameter" or list(param.users) != [heavy] or heavy.operands.count(param) != 1:
-            continue
-        producer = fusion.operands[param.attrs["index"]]
-        if (producer.opcode != "fusion" or producer.attrs.get("kind") != "loop" or producer.shape.is_tuple
-                or producer.shape != param.shape or id(producer) not in outputs):
-            continue
-        if all(u is fusion or u is root for u in producer.users):
-            return producer
-    return None
+        if param.opcode == "parameter" and list(param.users) == [heavy] and heavy.operands.count(param) == 1:
+            found.append(fusion.operands[param.attrs["index"]])
+    reads = {id(o) for o in fusion.operands}
+    found += [o for o in root.operands if o not in found and o.opcode == "fusion"
+              and all(id(x) in reads for x in o.operands)]
+    return [p for p in found if p.opcode == "fusion" and p.attrs.get("kind") == "loop" and not p.shape.is_tuple
+            and id(p) in outputs and all(u is fusion or u is root for u in p.users)]
 
 
 def _merge(module: Module, comp: Computation, fusion: Instruction, producer: Instruction) -> Instruction | None:
     """fusion with producer's computation inlined and its result appended to fusion's results; the entry's
     readers of either read through get-tuple-element. None (nothing changed) if it would read too many
-    buffers."""
+    buffers or the producer's result is not the attention's k or v (what the kernel stores)."""
     body = Computation(_unique_comp_name(module, f"{fusion.called.name}.merged"))
     results = list(fusion.called.root.operands) if fusion.shape.is_tuple else [fusion.called.root]
     inliner = _Inliner(body, fusion, producer)
     elements = [inliner.value(r) for r in results] + [inliner.value(producer.called.root)]
-    if len(inliner.params) > MAX_PARAMETERS:
-        return None
+    heavy = inliner.value(attention_of(fusion))
+    if len(inliner.params) > MAX_PARAMETERS or elements[-1] in elements[:-1] or \
+            not any(elements[-1] is heavy.operands[i] for i in (1, 2)):
+        return None  # too many buffers, or the producer's result is not the attention's k or v
     shape = TupleShape(tuple(e.shape for e in elements))
     body.root = body.add(Instruction(body.unique_name("tuple"), "tuple", shape, elements))
+    body.instructions = body.parameters() + [i for i in body.instructions if i.opcode != "parameter"]
     module.add_computation(body)
     origin = tuple(dict.fromkeys(fusion.origin + producer.origin))
-    merged = Instruction(fusion.name, "fusion", shape, inliner.params, dict(fusion.attrs), body, origin)
-    comp.insert_before(fusion, merged)
-    # the old results, read out of the merged fusion: fusion's (through its own get-tuple-elements) first
+    merged = comp.insert_before(fusion, Instruction(fusion.name, "fusion", shape, inliner.params, dict(fusion.attrs),
+                                                    body, origin))
+    # every result read out of the merged fusion, in order: fusion's (its get-tuple-elements, or itself), then
+    # the producer's; each new get-tuple-element takes the place and the name of what it replaces
     if fusion.shape.is_tuple:
-        for u in list(fusion.users):
-            u.set_operand(0, merged)
+        olds = sorted((u for u in fusion.users if u.opcode == "get-tuple-element"), key=lambda u: u.attrs["index"])
     else:
-        fusion.replace_all_uses_with(_element(comp, fusion, merged, 0, results[0], fusion.origin))
-    producer.replace_all_uses_with(_element(comp, fusion, merged, len(results), producer.called.root,
-                                            producer.origin))
+        olds = [fusion]
+    olds.append(producer)
+    for old in olds:
+        index = old.attrs["index"] if old.opcode == "get-tuple-element" else (0 if old is fusion else len(results))
+        name = old.name if old.opcode == "get-tuple-element" else comp.unique_name(elements[index].name)
+        gte = comp.insert_before(fusion, Instruction(name, "get-tuple-element", elements[index].shape, [merged],
+                                                     {"index": index}, origin=old.origin))
+        old.replace_all_uses_with(gte)
+        if old.opcode == "get-tuple-element":
+            comp.remove(old)
     comp.remove(fusion)
     comp.remove(producer)
     module.computations = [c for c in module.computations if c is not fusion.called and c is not producer.called]
     body.name = fusion.called.name  # the attention fusion's body, grown: its name is free again
     return merged
-
-
-def _element(comp: Computation, anchor: Instruction, merged: Instruction, index: int, value: Instruction,
-             origin: tuple[str, ...]) -> Instruction:
-    """The get-tuple-element reading merged's index-th result, named after the value it returns."""
-    gte = Instruction(comp.unique_name(value.name), "get-tuple-element", value.shape, [merged], {"index": index},
-                      origin=origin)
-    return comp.insert_before(anchor, gte)
 
 
 class _Inliner:
