@@ -224,8 +224,11 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
     results = result_roots(fusion) if fusion is not None else [inst]
-    out = results[0].shape
-    stores = _cache_stores(inst, results, computed, fusion)
+    # the results as the fusion lays them out in memory (its root may be laid out otherwise)
+    result_shapes = [r.shape for r in results] if fusion is None else \
+        list(fusion.shape.elements) if fusion.shape.is_tuple else [fusion.shape]
+    out = result_shapes[0]
+    stores = _cache_stores(inst, results, result_shapes, computed, fusion)
     qd, kd = kernel_dims(q), kernel_dims(k)
     vd = kernel_dims(v)
     rank = q.rank
@@ -265,7 +268,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     symbols = kernel_symbols(out, *(op.shape for op in inst.operands))
     if fusion is not None:
         names = pointer_params(fusion)
-        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r.shape) for r in results]
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
         fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed)
         flops += ops
@@ -293,7 +296,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                   body_ir=sections_ir(**fused))
 
 
-def _cache_stores(inst: Instruction, results: list[Instruction], computed: list[bool],
+def _cache_stores(inst: Instruction, results: list[Instruction], shapes: list[Shape], computed: list[bool],
                   fusion: Instruction | None) -> list[str | None]:
     """For q, k and v, the pointer of the fusion's result that is that operand (a present KV cache the kernel
     stores as it computes its tiles: mlcc/hlo/passes/multi_output.py), or None."""
@@ -303,6 +306,9 @@ def _cache_stores(inst: Instruction, results: list[Instruction], computed: list[
         if i is None or stores[i] is not None:
             raise UnsupportedError(f"%{fusion.name}: result %{r.name} is not the attention's computed k or v, "
                                    "the only results an attention kernel stores besides its own")
+        if shapes[j] != r.shape:
+            raise UnsupportedError(f"%{fusion.name}: result {j} is laid out {shapes[j]}, unlike the "
+                                   f"{'kv'[i - 1]} tiles the kernel stores ({r.shape})")
         if "prob_quant" in inst.attrs:
             raise UnsupportedError(f"%{fusion.name}: a fake-quantized attention reads its keys twice and "
                                    "stores no cache")

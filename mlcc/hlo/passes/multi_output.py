@@ -96,8 +96,8 @@ def _merge(module: Module, comp: Computation, fusion: Instruction, producer: Ins
     elements = [inliner.value(r) for r in results] + [inliner.value(producer.called.root)]
     heavy = inliner.value(attention_of(fusion))
     if len(inliner.params) > MAX_PARAMETERS or elements[-1] in elements[:-1] or \
-            not any(elements[-1] is heavy.operands[i] for i in (1, 2)):
-        return None  # too many buffers, or the producer's result is not the attention's k or v
+            not any(elements[-1] is heavy.operands[i] for i in (1, 2)) or elements[-1].shape != producer.shape:
+        return None  # too many buffers, or the producer's result is not the attention's k or v as laid out
     shape = TupleShape(tuple(e.shape for e in elements))
     body.root = body.add(Instruction(body.unique_name("tuple"), "tuple", shape, elements))
     body.instructions = body.parameters() + [i for i in body.instructions if i.opcode != "parameter"]
