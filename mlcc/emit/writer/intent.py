@@ -142,7 +142,9 @@ def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv
             per_token = DTYPE_BYTES[shape.dtype]
             for i, d in enumerate(shape.dims):
                 per_token *= upper(d, ranges) if i != axis else 1
-            layers = layer_of(names.get(past, []))
+            # the past's readers name its layer; a kernel writing several results reads it in a fused attention
+            # whose sources may span layers (a mask shared by all), so there the present's own sources do
+            layers = layer_of(names.get(present if len(plan.results_of(inst)) > 1 else past, []))
             pairs.append(KvCacheEntry(past, present, axis, per_token, kv_cache[past][1], stop,
                                       min(layers) if layers else None))
     return sorted(pairs, key=lambda k: k.past)
