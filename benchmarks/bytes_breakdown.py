@@ -36,10 +36,19 @@ def _class_of(value: Instruction) -> str:
 
 
 def _stored(value: Instruction) -> Instruction:
-    """The launch that wrote value: the value itself, or what a view (bitcast) of it shows."""
-    while value.opcode == "bitcast":
+    """The launch that wrote value: the value itself, or what a view (bitcast) of it shows, or the multi-output
+    fusion one of whose results it is (get-tuple-element)."""
+    while value.opcode in ("bitcast", "get-tuple-element"):
         value = value.operands[0]
     return value
+
+
+def _results(inst: Instruction, symbols: dict) -> list[tuple[Instruction, int]]:
+    """(the value holding it, bytes) of each result inst's kernel writes: itself, or each get-tuple-element of
+    a multi-output fusion."""
+    if not inst.shape.is_tuple:
+        return [(inst, value_bytes(inst, symbols))]
+    return [(u, value_bytes(u, symbols)) for u in inst.users if u.opcode == "get-tuple-element"]
 
 
 def breakdown(path: Path) -> dict:
@@ -64,8 +73,10 @@ def breakdown(path: Path) -> dict:
                 counts[_class_of(o)] += n
                 if _class_of(o) == "activations read":
                     edges[_stored(o).name][1][inst.name] = n
-        counts["outputs" if id(inst) in outputs else "activations written"] += value_bytes(inst, module.symbols)
-        edges[inst.name] = [0 if id(inst) in outputs else value_bytes(inst, module.symbols), {}]
+        results = _results(inst, module.symbols)
+        for value, n in results:
+            counts["outputs" if id(value) in outputs else "activations written"] += n
+        edges[inst.name] = [sum(n for value, n in results if id(value) not in outputs), {}]
         assert sum(counts.values()) == launch["bytes_read"] + launch["bytes_written"], launch["instruction"]
         rows.append((inst.name, launch["kernel"], counts))
         for k, v in counts.items():

@@ -91,3 +91,19 @@ def test_resnet50_fuses_into_at_most_58_launches_of_at_most_34_kernels(tmp_path)
     assert not [s for s in m["schedule"] if s["kernel"].startswith("convolution_")]
     assert sum(1 for c in hlo.split("\n}\n") if c.count(" convolution(") == 2) == 4
     json.loads((tmp_path / "b" / "intent.json").read_text())
+
+
+def test_the_kv_cache_appends_are_stored_by_the_attention_kernels(tmp_path):
+    # examples/models/gpt2_kv_tiny.onnx: 4 new tokens after a cache of 12, 2 layers. Each present cache (a model
+    # output, concat(past, new)) is a result of its layer's attention kernel (multi-output fusion), so no kernel
+    # of its own: 12 launches (16 with a loop kernel per cache), checked kernel by kernel against the evaluator
+    model = Path(__file__).parent.parent / "examples" / "models" / "gpt2_kv_tiny.onnx"
+    r = mlcc.compile(model, tmp_path / "b", targets=[], check_numerics=True)
+    m = r.manifest
+    assert len(m["schedule"]) <= 12
+    attention = [s for s in m["schedule"] if "attention" in s["kernel"]]
+    assert len(attention) == 2
+    presents = {o["buffer"] for o in m["outputs"] if o["name"].startswith("present")}
+    assert len(presents) == 4 and presents == {a for s in attention for a in s["args"]} & presents
+    for s in attention:  # the attention output and its layer's two caches, written in full
+        assert s["bytes_written"] == (4 * 64 + 2 * 16 * 64) * 4

@@ -3,7 +3,9 @@
 The schedule is the entry computation's instruction order restricted to the
 instructions that launch a kernel. Values that launch no kernel live elsewhere:
 parameters are INPUT buffers, constants are WEIGHT/CONSTANT buffers in the weights
-file, a bitcast is a view of its operand's buffer, tuples hold no data. Every
+file, a bitcast is a view of its operand's buffer, tuples hold no data. A
+multi-output fusion (tuple-shaped) writes one buffer per element, each the buffer
+of the get-tuple-element that reads it out (``BufferPlan.results``). Every
 other value is an ACTIVATION in one arena, or an OUTPUT buffer of its own. Arena
 offsets are chosen greedily by size over live ranges (best fit, as XLA's heap
 simulator does for its default heuristic) and the peak is compared with the lower
@@ -70,6 +72,12 @@ class BufferPlan:
     lower_bound: int
     in_place: dict[str, str] = field(default_factory=dict)  # output buffer -> operand buffer it overwrites
     arena_expr: int | str | None = None  # the arena's bytes at every size, when a symbol has no upper end
+    results: dict[str, list[str]] = field(default_factory=dict)  # step's instruction -> the buffers it writes
+
+    def results_of(self, inst: Instruction) -> list[str]:
+        """The buffers inst's kernel writes, in the order of its pointer params: one, or one per element of a
+        multi-output fusion."""
+        return self.results.get(inst.name) or [self.value_buffer[inst.name]]
 
     def buffer_of(self, inst: Instruction) -> Buffer:
         return self.buffers[self.value_buffer[inst.name]]
@@ -92,8 +100,11 @@ def assign_buffers(module: Module) -> BufferPlan:
 
     buffers: dict[str, Buffer] = {}
     value_buffer: dict[str, str] = {}
+    results = _element_values(steps)
     for inst in comp.instructions:
-        if inst.opcode in ("tuple", "get-tuple-element"):
+        if inst.opcode == "tuple" or inst.shape.is_tuple:
+            continue
+        if inst.opcode == "get-tuple-element" and not launches_kernel(inst.operands[0]):
             continue
         base = _defining(inst)
         value_buffer[inst.name] = base.name
@@ -109,14 +120,27 @@ def assign_buffers(module: Module) -> BufferPlan:
             cls = "ACTIVATION"
         shape = inst.shape
         nbytes = shape.upper_nbytes(module.symbols)  # a symbolic size is planned at the top of its range
-        buffers[inst.name] = Buffer(inst.name, cls, shape, nbytes, step_of.get(id(inst)))
+        producer = inst.operands[0] if inst.opcode == "get-tuple-element" else inst
+        buffers[inst.name] = Buffer(inst.name, cls, shape, nbytes, step_of.get(id(producer)))
         size = as_sym(shape.numel_expr()) * DTYPE_BYTES[shape.dtype]
         if set(size.symbols()) & module.unbounded:
             buffers[inst.name].size = size
+    for inst in steps:  # an element no get-tuple-element reads: the kernel still writes it somewhere
+        for i, v in enumerate(results.get(id(inst), ())):
+            if isinstance(v, str):
+                element = inst.shape.elements[i]
+                buffers[v] = Buffer(v, "ACTIVATION", element, element.upper_nbytes(module.symbols), step_of[id(inst)])
+                size = as_sym(element.numel_expr()) * DTYPE_BYTES[element.dtype]
+                if set(size.symbols()) & module.unbounded:
+                    buffers[v].size = size
+                value_buffer[v] = v
+    written = {inst.name: [v if isinstance(v, str) else value_buffer[v.name] for v in results[id(inst)]]
+               for inst in steps if id(inst) in results}
 
     for s, inst in enumerate(steps):
-        for v in [*inst.operands, inst]:
-            b = buffers[value_buffer[v.name]]
+        names = [value_buffer[o.name] for o in inst.operands] + written.get(inst.name, [value_buffer.get(inst.name)])
+        for name in names:
+            b = buffers[name]
             if not b.uses or b.uses[-1] != s:
                 b.uses.append(s)
 
@@ -127,9 +151,24 @@ def assign_buffers(module: Module) -> BufferPlan:
     else:
         arena_bytes, arena_expr = _place(arena, shares), None
     lower_bound = _peak_live(arena, len(steps))
-    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares, arena_expr)
+    plan = BufferPlan(steps, buffers, value_buffer, arena_bytes, lower_bound, shares, arena_expr, written)
     module.buffer_plan = plan
     return plan
+
+
+def _element_values(steps: list[Instruction]) -> dict[int, list["Instruction | str"]]:
+    """For each multi-output (tuple-shaped) step, the value holding each element: its get-tuple-element, or
+    a name for a buffer of its own where none reads it."""
+    found: dict[int, list[Instruction | str]] = {}
+    for inst in steps:
+        if not inst.shape.is_tuple:
+            continue
+        values: list[Instruction | str] = [f"{inst.name}.{i}" for i in range(len(inst.shape.elements))]
+        for u in inst.users:
+            if u.opcode == "get-tuple-element" and isinstance(values[u.attrs["index"]], str):
+                values[u.attrs["index"]] = u
+        found[id(inst)] = values
+    return found
 
 
 ELEMENTWISE_IN_PLACE = ops_with("in_place_safe")

@@ -15,8 +15,11 @@ GATHERS = ops_with("indexed_read")
 
 
 def value_bytes(inst: Instruction, ranges: Ranges) -> int:
-    """Bytes of inst's value (0 for a tuple); a symbolic size counts at the largest value of its range."""
-    return 0 if inst.shape.is_tuple else inst.shape.upper_nbytes(ranges)
+    """Bytes of inst's value (a tuple's: its elements', which a multi-output fusion writes; the entry's root
+    tuple launches nothing); a symbolic size counts at the largest value of its range."""
+    if inst.shape.is_tuple:
+        return sum(e.upper_nbytes(ranges) for e in inst.shape.elements)
+    return inst.shape.upper_nbytes(ranges)
 
 
 def _param_read_bytes(param: Instruction, full: int, ranges: Ranges) -> int:

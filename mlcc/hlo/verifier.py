@@ -103,6 +103,10 @@ def verify_instruction(inst: Instruction, errors: list[str]) -> None:
         root = inst.called.root
         if root is not None and not _same_logical(root.shape, inst.shape):
             errors.append(f"{where}: shape {inst.shape} differs from fused root {root.shape}")
+        elif root is not None and inst.shape.is_tuple and (root.opcode != "tuple" or any(
+                o.shape.is_tuple or o.opcode == "parameter" for o in root.operands)):
+            errors.append(f"{where}: a multi-output fusion's root must be a tuple of computed arrays, not "
+                          f"{root.opcode} %{root.name}")
         return
     try:
         expected = infer_shape(inst.opcode, [o.shape for o in inst.operands], inst.attrs, inst.shape)
@@ -194,6 +198,11 @@ def _verify_properties(module: Module, entry: Computation, errors: list[str]) ->
             root = f.called.root
             if root is not None and not root.shape.is_tuple and root.shape.layout != f.shape.layout:
                 errors.append(f"%{f.name}: fused root {root.shape} differs from the fusion's layout {f.shape}")
+    if Property.FUSED in props:  # a multi-output fusion's results are read out by get-tuple-element
+        for f in fusions:
+            for u in f.users if f.shape.is_tuple else ():
+                if u.opcode != "get-tuple-element":
+                    errors.append(f"%{u.name}: reads multi-output fusion %{f.name} whole, not by get-tuple-element")
     if Property.FUSED in props:  # every called computation is one fusion's body, and bodies do not nest
         callers: dict[str, int] = {}
         for inst in module.all_instructions():

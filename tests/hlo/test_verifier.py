@@ -46,3 +46,31 @@ def test_stale_user_list_is_reported():
     a.users.append(ghost)
     with pytest.raises(VerifierError, match="stale user %ghost"):
         verify_module(m)
+
+
+MULTI_OUTPUT = """HloModule m{props}
+
+%fused {{
+  %p0 = f32[4]{{0}} parameter(0)
+  %n = f32[4]{{0}} negate(%p0)
+  ROOT %t = (f32[4]{{0}}, f32[4]{{0}}) tuple(%n, {second})
+}}
+
+ENTRY %main {{
+  %x = f32[4]{{0}} parameter(0)
+  %f = (f32[4]{{0}}, f32[4]{{0}}) fusion(%x), calls=%fused, kind=loop
+  {reads}
+}}
+"""
+READ_OUT = """%a = f32[4]{0} get-tuple-element(%f), index=0
+  %b = f32[4]{0} get-tuple-element(%f), index=1
+  ROOT %r = (f32[4]{0}, f32[4]{0}) tuple(%a, %b)"""
+
+
+def test_a_multi_output_fusion_returns_computed_arrays_read_out_by_get_tuple_element():
+    verify_module(parse_module(MULTI_OUTPUT.format(props=", properties={fused}", second="%n", reads=READ_OUT)))
+    with pytest.raises(VerifierError, match="root must be a tuple of computed arrays, not tuple %t"):
+        verify_module(parse_module(MULTI_OUTPUT.format(props="", second="%p0", reads=READ_OUT)))
+    with pytest.raises(VerifierError, match="%r: reads multi-output fusion %f whole"):
+        verify_module(parse_module(MULTI_OUTPUT.format(props=", properties={fused}", second="%n",
+                                                       reads="ROOT %r = ((f32[4]{0}, f32[4]{0})) tuple(%f)")))

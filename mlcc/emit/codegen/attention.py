@@ -26,7 +26,8 @@ from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, ker
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                                     needs_int64, pointer_params, read_as_is, read_in_place, sections_ir)
+                                     needs_int64, pointer_params, read_as_is, read_in_place, result_roots,
+                                     sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
 from mlcc.emit.target.targets import GENERIC, Target
@@ -222,7 +223,12 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     computed = [op.index < 0 for op in qkv]
     q, k, v = (op.shape for op in qkv)
     mask = inst.operands[3].shape if len(inst.operands) > 3 else None
-    out = (fusion or inst).shape
+    results = result_roots(fusion) if fusion is not None else [inst]
+    # the results as the fusion lays them out in memory (its root may be laid out otherwise)
+    result_shapes = [r.shape for r in results] if fusion is None else \
+        list(fusion.shape.elements) if fusion.shape.is_tuple else [fusion.shape]
+    out = result_shapes[0]
+    stores = _cache_stores(inst, results, result_shapes, computed, fusion)
     qd, kd = kernel_dims(q), kernel_dims(k)
     vd = kernel_dims(v)
     rank = q.rank
@@ -262,7 +268,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     symbols = kernel_symbols(out, *(op.shape for op in inst.operands))
     if fusion is not None:
         names = pointer_params(fusion)
-        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
         fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed)
         flops += ops
@@ -280,13 +286,34 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     score_quant=inst.attrs.get("score_quant", ()), prob_quant=inst.attrs.get("prob_quant"),
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
-                    wide=wide, **fused)
+                    wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),
+                    v_type=tl_type(v.dtype), **fused)
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges),
                   flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges)},
                   scalars=symbols,
                   body_ir=sections_ir(**fused))
+
+
+def _cache_stores(inst: Instruction, results: list[Instruction], shapes: list[Shape], computed: list[bool],
+                  fusion: Instruction | None) -> list[str | None]:
+    """For q, k and v, the pointer of the fusion's result that is that operand (a present KV cache the kernel
+    stores as it computes its tiles: mlcc/hlo/passes/multi_output.py), or None."""
+    stores: list[str | None] = [None, None, None]
+    for j, r in enumerate(results[1:], start=1):
+        i = next((i for i in (1, 2) if inst.operands[i] is r and computed[i]), None)
+        if i is None or stores[i] is not None:
+            raise UnsupportedError(f"%{fusion.name}: result %{r.name} is not the attention's computed k or v, "
+                                   "the only results an attention kernel stores besides its own")
+        if shapes[j] != r.shape:
+            raise UnsupportedError(f"%{fusion.name}: result {j} is laid out {shapes[j]}, unlike the "
+                                   f"{'kv'[i - 1]} tiles the kernel stores ({r.shape})")
+        if "prob_quant" in inst.attrs:
+            raise UnsupportedError(f"%{fusion.name}: a fake-quantized attention reads its keys twice and "
+                                   "stores no cache")
+        stores[i] = f"out{j}"
+    return stores
 
 
 # q, k and v computed per tile (rotary embeddings applied as they are loaded): the template variables
@@ -326,7 +353,7 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
         em.section(mask, broadcast_coords(em.coords, mask.shape))
         (sections["mask_section"],) = em.sections()
         flops += em.ops * upper(numel(scores), ranges)
-    if fusion.called.root is not inst:
+    if result_roots(fusion)[0] is not inst:
         sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
                                                                              Lanes("lane_dv", (rank - 1,))],
                                              "BLOCK_M, BLOCK_DV", wide, ranges)

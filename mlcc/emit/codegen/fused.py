@@ -173,6 +173,8 @@ def heavy_ops(fusion: Instruction, opcodes: Collection[str]) -> list[Instruction
         raise UnsupportedError(f"%{fusion.name}: a {fusion.attrs['kind']} fusion needs one of "
                                f"{', '.join(sorted(opcodes))}, found none")
     for inst in comp.instructions:
+        if inst is comp.root and inst.opcode == "tuple":
+            continue  # a multi-output fusion's results (result_roots)
         if not any(inst is h for h in found) and (inst.opcode not in FUSIBLE_OPS or inst.opcode in _OWN_LOOPS):
             raise UnsupportedError(f"%{fusion.name}: %{inst.name} ({inst.opcode}) cannot be fused into the "
                                    f"{found[0].opcode}'s kernel")
@@ -202,8 +204,16 @@ def read_as_is(operand: Instruction, fusion: Instruction) -> FusedOperand:
 
 
 def pointer_params(fusion: Instruction) -> list[str]:
-    """The kernel's pointer parameters: the fusion's operands, then its result."""
-    return [f"in{i}" for i in range(len(fusion.operands))] + ["out0"]
+    """The kernel's pointer parameters: the fusion's operands, then its results (several for a multi-output
+    fusion, in the order of its root tuple)."""
+    return [f"in{i}" for i in range(len(fusion.operands))] + [f"out{i}" for i in range(len(result_roots(fusion)))]
+
+
+def result_roots(fusion: Instruction) -> list[Instruction]:
+    """The values a fusion returns: its root, or each element of a multi-output fusion's root tuple (the
+    first is the heavy op's result or its epilogue)."""
+    root = fusion.called.root
+    return list(root.operands) if root.opcode == "tuple" else [root]
 
 
 def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
@@ -223,8 +233,8 @@ def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, 
 
 
 def check_root(fusion: Instruction, heavy: Instruction) -> Instruction:
-    """The fusion's root, which an epilogue computes at the heavy op's result coordinates."""
-    root = fusion.called.root
+    """The fusion's root (its first result), which an epilogue computes at the heavy op's result coordinates."""
+    root = result_roots(fusion)[0]
     if tuple(root.shape.dims) != tuple(heavy.shape.dims):
         raise UnsupportedError(f"%{fusion.name}: the fused root %{root.name} {root.shape} is not at the "
                                f"{heavy.opcode}'s dims {heavy.shape}")
@@ -234,5 +244,6 @@ def check_root(fusion: Instruction, heavy: Instruction) -> Instruction:
 def needs_int64(ranges: Ranges, fusion: Instruction, *shapes: Shape) -> bool:
     """Whether an offset or a flat index of the fused kernel may not fit in int32: over the kernel's own
     shapes, the fusion's operands and result, or any value of its computation."""
-    values = [i.shape for i in fusion.called.instructions]
-    return is_wide(ranges, *shapes, fusion.shape, *[op.shape for op in fusion.operands], *values)
+    values = [i.shape for i in fusion.called.instructions if not i.shape.is_tuple]
+    results = [r.shape for r in result_roots(fusion)]
+    return is_wide(ranges, *shapes, *results, *[op.shape for op in fusion.operands], *values)

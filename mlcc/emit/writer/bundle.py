@@ -169,7 +169,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     weights = write_weights(out / "weights.bin", module, plan, progress)
     (out / "model.hlo").write_text(format_module(module))
     intent = build_intent(plan, launches, {n: k.flops for n, k in kernels.items()}, device,
-                          source_names(module, plan), kv_cache_ranges(module, plan), module.symbols).to_json()
+                          source_names(module, plan), kv_cache_ranges(module, plan), module.symbols,
+                          present_to_past(module, plan)).to_json()
     validate("intent", intent)
     (out / "intent.json").write_text(dumps(intent))
 
@@ -218,7 +219,7 @@ def write_kernel(out: Path, k: Kernel, launches: list[tuple[Instruction, str]],
 
 def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
                  symbols: dict[str, tuple[int, int]]) -> Launch:
-    args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
+    args = [plan.value_buffer[o.name] for o in inst.operands] + plan.results_of(inst)
     read, written = kernel_bytes(inst, symbols)
     return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
                   list(inst.origin), k.flops, read, written)
@@ -272,6 +273,12 @@ def kv_cache_ranges(module: Module, plan: BufferPlan) -> dict[str, list[int]]:
         present = module.entry.root.operands[info.output_index]
         kv_cache[plan.value_buffer[present.name]] = info.present_tokens
     return kv_cache
+
+
+def present_to_past(module: Module, plan: BufferPlan) -> dict[str, str]:
+    """Present KV-cache buffer -> the past cache buffer it extends (module.analyses.kv_cache)."""
+    return {plan.value_buffer[module.entry.root.operands[info.output_index].name]: past
+            for past, info in module.analyses.kv_cache.items()}
 
 
 def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module) -> int:

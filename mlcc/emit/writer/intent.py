@@ -46,8 +46,9 @@ def step_seconds(launches: list[tuple[Instruction, str]], plan: BufferPlan, flop
     """Modeled time of each launch: its roofline bound over the bytes it reads and writes."""
     out = []
     for inst, kname in launches:
-        nbytes = sum(plan.buffer_of(o).bytes for o in inst.operands) + plan.buffer_of(inst).bytes
-        dtype = {"f16": "fp16", "bf16": "bf16"}.get(getattr(inst.shape, "dtype", "f32"), "fp32")
+        nbytes = sum(plan.buffer_of(o).bytes for o in inst.operands) + sum(plan.buffers[b].bytes
+                                                                          for b in plan.results_of(inst))
+        dtype = {"f16": "fp16", "bf16": "bf16"}.get(plan.buffers[plan.results_of(inst)[0]].shape.dtype, "fp32")
         out.append(device.kernel_seconds(flops.get(kname, 0), nbytes, dtype))
     return out
 
@@ -63,8 +64,10 @@ def _reuse_horizon(b: Buffer, steps: int, persistent: bool) -> int | None:
 def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flops: dict[str, int],
                  device: DeviceModel, names: dict[str, list[str]] | None = None,
                  kv_cache: dict[str, list[int]] | None = None,
-                 ranges: Mapping[str, tuple[int, int]] | None = None) -> Intent:
-    """names: buffer -> the source names it relates to (for layer ranges); kv_cache: buffer -> token range."""
+                 ranges: Mapping[str, tuple[int, int]] | None = None,
+                 past_of: Mapping[str, str] | None = None) -> Intent:
+    """names: buffer -> the source names it relates to (for layer ranges); kv_cache: buffer -> token range;
+    past_of: present cache buffer -> the past cache buffer it extends (a kernel may write several)."""
     names = names or {}
     kv_cache = kv_cache or {}
     n_steps = len(launches)
@@ -73,9 +76,9 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
     producer_step: dict[str, int] = {}
     consumers: dict[str, list[str]] = {}
     for s, (inst, kname) in enumerate(launches):
-        out = plan.value_buffer[inst.name]
-        producer[out] = kname
-        producer_step[out] = s
+        for out in plan.results_of(inst):
+            producer[out] = kname
+            producer_step[out] = s
         for o in inst.operands:
             lst = consumers.setdefault(plan.value_buffer[o.name], [])
             if kname not in lst:
@@ -114,21 +117,24 @@ def build_intent(plan: BufferPlan, launches: list[tuple[Instruction, str]], flop
             token_range=kv_cache.get(b.name)))
     return Intent(device_model=device.to_json(), steps=n_steps, step_seconds=[float(f"{s:.9g}") for s in seconds],
                   buffers=entries, prefetch=prefetch_plan(plan, seconds, device, kv_cache, set(producer_step)),
-                  kv_caches=kv_cache_pairs(plan, launches, kv_cache, names, ranges or {}))
+                  kv_caches=kv_cache_pairs(plan, launches, kv_cache, names, ranges or {}, past_of))
 
 
 def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv_cache: dict[str, list],
-                   names: dict[str, list[str]], ranges: Mapping[str, tuple[int, int]]) -> list[KvCacheEntry]:
-    """Each past cache (an input) and the present cache (an output) the kernel that reads it produces; a
-    symbolic dim other than the token axis (a batch) counts at the top of its range."""
+                   names: dict[str, list[str]], ranges: Mapping[str, tuple[int, int]],
+                   past_of: Mapping[str, str] | None = None) -> list[KvCacheEntry]:
+    """Each past cache (an input) and the present cache (an output) the kernel that reads it produces (the
+    one past_of names, when given: a kernel reading both caches writes both); a symbolic dim other than the
+    token axis (a batch) counts at the top of its range."""
     pairs = []
-    for inst, _ in launches:
-        present = plan.value_buffer[inst.name]
+    for inst, present in ((inst, b) for inst, _ in launches for b in plan.results_of(inst)):
         if present not in kv_cache or plan.buffers[present].tensor_class != "OUTPUT":
             continue
         for o in inst.operands:
             past = plan.value_buffer[o.name]
             if past not in kv_cache or plan.buffers[past].tensor_class != "INPUT":
+                continue
+            if past_of is not None and past_of.get(present) != past:
                 continue
             shape = plan.buffers[present].shape
             stop = kv_cache[present][1]
@@ -136,7 +142,9 @@ def kv_cache_pairs(plan: BufferPlan, launches: list[tuple[Instruction, str]], kv
             per_token = DTYPE_BYTES[shape.dtype]
             for i, d in enumerate(shape.dims):
                 per_token *= upper(d, ranges) if i != axis else 1
-            layers = layer_of(names.get(past, []))
+            # the past's readers name its layer; a kernel writing several results reads it in a fused attention
+            # whose sources may span layers (a mask shared by all), so there the present's own sources do
+            layers = layer_of(names.get(present if len(plan.results_of(inst)) > 1 else past, []))
             pairs.append(KvCacheEntry(past, present, axis, per_token, kv_cache[past][1], stop,
                                       min(layers) if layers else None))
     return sorted(pairs, key=lambda k: k.past)
