@@ -16,6 +16,7 @@ from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_floa
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.symbolic import as_sym, dim_of
 
 ACTIVATIONS = ("none", "silu", "swish")
 MAX_UNROLLED_TAPS = 8  # up to this kernel size the taps are a sum of shifted inputs (one loop kernel)
@@ -47,10 +48,12 @@ def import_causal_conv_with_state(b: Builder, node: OnnxNode) -> list[Result]:
         past = full(b, 0, dtype, state_dims)
     padded = b.op("concatenate", [past, x], dimension=2) if k > 1 else x
     work = "f64" if dtype == "f64" else "f32"
-    if k <= MAX_UNROLLED_TAPS:  # one loop kernel: the sum over taps of a shifted input times its weight
+    if k <= MAX_UNROLLED_TAPS or not isinstance(length, int):  # one loop kernel: the sum over taps of a
+        # shifted input times its weight (also for a symbolic length, which the convolution's shape rule lacks)
         y = None
         for j in range(k):
-            shifted = b.op("slice", [padded], start_indices=(0, 0, j), limit_indices=(batch, channels, j + length),
+            shifted = b.op("slice", [padded], start_indices=(0, 0, j),
+                           limit_indices=(batch, channels, dim_of(as_sym(length) + j)),
                            strides=(1, 1, 1))
             tap = b.reshape(b.op("slice", [w], start_indices=(0, 0, j), limit_indices=(channels, 1, j + 1),
                                  strides=(1, 1, 1)), (channels,))
@@ -71,9 +74,10 @@ def import_causal_conv_with_state(b: Builder, node: OnnxNode) -> list[Result]:
         wide = b.convert(y, work)
         y = b.convert(b.op("multiply", [wide, b.op("logistic", [wide])]), dtype)
     if k == 1:  # no state: an empty (batch, channels, 0)
-        present: Result = np.zeros(static_dims(node, state_dims, "state dims"), numpy_dtype(dtype))
+        present: Result = (np.zeros(state_dims, numpy_dtype(dtype)) if isinstance(batch, int)
+                           else full(b, 0, dtype, state_dims))
     else:
-        total = padded.shape.dims[2]
-        present = b.op("slice", [padded], start_indices=(0, 0, total - (k - 1)),  # type: ignore[operator]
-                       limit_indices=(batch, channels, total), strides=(1, 1, 1))
+        total = as_sym(padded.shape.dims[2])
+        present = b.op("slice", [padded], start_indices=(0, 0, dim_of(total - (k - 1))),
+                       limit_indices=(batch, channels, dim_of(total)), strides=(1, 1, 1))
     return [y, present]
