@@ -20,7 +20,6 @@ from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_floa
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
-from mlcc.hlo.ir import Instruction
 
 
 def _ints(node: OnnxNode, name: str, count: int, default: int) -> list[int]:
