@@ -48,8 +48,9 @@ def import_causal_conv_with_state(b: Builder, node: OnnxNode) -> list[Result]:
         past = full(b, 0, dtype, state_dims)
     padded = b.op("concatenate", [past, x], dimension=2) if k > 1 else x
     work = "f64" if dtype == "f64" else "f32"
-    if k <= MAX_UNROLLED_TAPS or not isinstance(length, int):  # one loop kernel: the sum over taps of a
-        # shifted input times its weight (also for a symbolic length, which the convolution's shape rule lacks)
+    # one loop kernel: the sum over taps of the shifted input times the tap's weight; also the form for a
+    # symbolic length, which the convolution's shape rule does not take
+    if k <= MAX_UNROLLED_TAPS or not isinstance(length, int):
         y = None
         for j in range(k):
             shifted = b.op("slice", [padded], start_indices=(0, 0, j),
