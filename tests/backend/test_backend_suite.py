@@ -197,6 +197,9 @@ SUBSET = {
     "test_maxunpool_export_with_output_shape": "maxunpool",
     "test_col2im_pads": "col2im",
     "test_ai_onnx_ml_array_feature_extractor": "ai_onnx_ml.array_feature_extractor",
+    "test_deform_conv_with_multiple_offset_groups": "deformconv",
+    "test_causal_conv_with_state_silu_with_past_state": "causal_conv_with_state",
+    "test_flexattention_causal_mask": "flexattention",
 }
 
 

@@ -130,8 +130,7 @@ ONNX_NOT_IMPORTED = {
            "RandomUniform", "RandomUniformLike"),
     **_all("result size depends on the data: no HLO op", "NonZero", "NonMaxSuppression", "Unique"),
     **_all("image decoding: not a tensor computation", "ImageDecoder"),
-    **_all(_NOT_YET, "CausalConvWithState", "DeformConv", "GlobalLpPool",
-           "MaxRoiPool"),
+    **_all(_NOT_YET, "GlobalLpPool", "MaxRoiPool"),
 }
 
 
