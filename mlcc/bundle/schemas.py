@@ -19,8 +19,11 @@ from mlcc.bundle.errors import InternalError
 #    "scalars"; an older reader would launch with sizes it cannot evaluate, so it must refuse.
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
+# 4: some symbol is a run-time count (launches' "counts": NonZero, Unique, NMS, TopK with a run-time k) that the
+#    runtime reads back from a buffer after the launch that writes it; an older reader would never bind it.
 SYMBOLIC_SCHEMA_VERSION = 3
-SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION)  # what the runtime reads
+COUNT_SCHEMA_VERSION = 4
+SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, COUNT_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1
 
 

@@ -16,10 +16,11 @@ import numpy as np
 
 from mlcc.bundle.digest import bundle_digest
 from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
-from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
+from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, Count, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
-from mlcc.bundle.schemas import OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, dumps, validate
+from mlcc.bundle.schemas import (COUNT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
+                                 dumps, validate)
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
@@ -28,6 +29,7 @@ from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.lazy_constants import ConcatenatedWeights, block
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.traffic import kernel_bytes
 
@@ -140,6 +142,8 @@ def _bytes_of(contiguous: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a uint8 view (any dtype, bfloat16 included), for file.write."""
     return contiguous.reshape(-1).view(np.uint8)
 
+COUNTING_OPS = ops_with("binds_count")  # their launches read back a run-time count (Launch.counts)
+
 
 def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
                  launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
@@ -163,14 +167,15 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     (out / "intent.json").write_text(dumps(intent))
 
     entry = module.entry
+    schedule = [launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)]
     manifest = Manifest(
-        schema_version=SYMBOLIC_SCHEMA_VERSION if module.symbols else _schema_version(kernels, targets),
+        schema_version=_symbolic_version(schedule) if module.symbols else _schema_version(kernels, targets),
         model=model_info, build=build_info, targets=[t.name for t in targets],
         inputs=[IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape)) for p in entry.parameters()],
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(o.shape))
                  for n, o in zip(module.output_names, entry.root.operands)],
         kernels=kernel_entries,
-        schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
+        schedule=schedule,
         memory_plan=memory_plan(plan),
         weights=Weights("weights.bin", ALIGNMENT, weights),
         buffers={b.name: BufferInfo(b.tensor_class, b.bytes, tensor_spec(b.shape)) for b in plan.buffers.values()},
@@ -206,8 +211,15 @@ def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
                  symbols: dict[str, tuple[int, int]]) -> Launch:
     args = [plan.value_buffer[o.name] for o in inst.operands] + [plan.value_buffer[inst.name]]
     read, written = kernel_bytes(inst, symbols)
+    counts = [Count(inst.attrs["symbol"], plan.value_buffer[inst.name], inst.attrs["tensor"])] \
+        if inst.opcode in COUNTING_OPS else []
     return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
-                  list(inst.origin), k.flops, read, written)
+                  list(inst.origin), k.flops, read, written, counts)
+
+
+def _symbolic_version(schedule: list[Launch]) -> int:
+    """3, or 4 when a launch counts a data-dependent dim (see COUNT_SCHEMA_VERSION)."""
+    return COUNT_SCHEMA_VERSION if any(launch.counts for launch in schedule) else SYMBOLIC_SCHEMA_VERSION
 
 
 def memory_plan(plan: BufferPlan) -> MemoryPlan:

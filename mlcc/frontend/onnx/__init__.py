@@ -7,6 +7,7 @@ on which module happened to be imported first.
 from mlcc.frontend.onnx.ops import attention  # noqa: F401
 from mlcc.frontend.onnx.ops import control  # noqa: F401
 from mlcc.frontend.onnx.ops import conv  # noqa: F401
+from mlcc.frontend.onnx.ops import dynamic  # noqa: F401
 from mlcc.frontend.onnx.ops import elementwise  # noqa: F401
 from mlcc.frontend.onnx.ops import grid_sample  # noqa: F401
 from mlcc.frontend.onnx.ops import indexing  # noqa: F401
