@@ -136,13 +136,14 @@ def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
 
 
 def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
-    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64)."""
+    """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64), or bound a data-dependent
+    one (nonzero_0=..100, MIN 0)."""
     ranges = {}
     for name, spec in (options.shapes or {}).items():
         if isinstance(spec, str):
             lo, sep, hi = spec.partition("..")
             try:
-                ranges[name] = (int(lo), int(hi))
+                ranges[name] = (int(lo) if lo else 0, int(hi))  # ..MAX: from 0 (a data-dependent dim's bound)
             except ValueError:
                 raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128") from None
             if not sep or not 0 <= ranges[name][0] <= ranges[name][1]:

@@ -1,0 +1,136 @@
+"""Data-dependent output shapes, bounded (docs/data-dependent-shapes.md): NonZero, Unique, TopK with a run-time k
+and NonMaxSuppression compile to bundles whose outputs have the run-time size, checked against onnxruntime on
+CPU (Triton's interpreter), with counts of 0, in between and at the bound; a bound that cannot be derived and a
+count above a user's bound fail with one line naming what to change."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import mlcc
+from mlcc.bundle.errors import BundleError
+from mlcc.errors import MlccError
+
+
+def _out(name: str, elem: int, rank: int) -> onnx.ValueInfoProto:
+    return h.make_tensor_value_info(name, elem, [None] * rank)
+
+
+def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
+    g = h.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 19)], ir_version=9)
+
+
+def _reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _check(exe, model: onnx.ModelProto, feeds: dict) -> dict:
+    got = exe.run(feeds)
+    for (name, g), r in zip(got.items(), _reference(model, feeds)):
+        assert g.shape == r.shape, (name, g.shape, r.shape)
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-6, err_msg=name)
+    return got
+
+
+def _detector(max_per_class: int | None) -> onnx.ModelProto:
+    """A detection head: a 1x1 conv over a feature map gives 4 box coordinates and 2 class scores per cell;
+    NonMaxSuppression picks boxes, and a Gather of the selected box indices returns their coordinates."""
+    rng = np.random.default_rng(7)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((6, 3, 1, 1)).astype(np.float32), "w")
+    inits = [w, onnx.numpy_helper.from_array(np.array([0.3], np.float32), "iou"),
+             onnx.numpy_helper.from_array(np.array([0, 2], np.int64), "col"),
+             onnx.numpy_helper.from_array(np.array([1, 4, 16], np.int64), "boxes_shape"),
+             onnx.numpy_helper.from_array(np.array([1, 2, 16], np.int64), "scores_shape")]
+    nms_inputs = ["boxes", "scores", "max_out", "iou", "score_min"]
+    if max_per_class is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array([max_per_class], np.int64), "max_out"))
+    nodes = [
+        h.make_node("Conv", ["x", "w"], ["head"]),                                    # [1, 6, 4, 4]
+        h.make_node("Slice", ["head", "zero", "four", "one"], ["box_raw"]),          # [1, 4, 4, 4]
+        h.make_node("Slice", ["head", "four", "six", "one"], ["score_raw"]),         # [1, 2, 4, 4]
+        h.make_node("Reshape", ["box_raw", "boxes_shape"], ["box_t"]),
+        h.make_node("Transpose", ["box_t"], ["boxes"], perm=[0, 2, 1]),               # [1, 16, 4]
+        h.make_node("Reshape", ["score_raw", "scores_shape"], ["score_r"]),
+        h.make_node("Sigmoid", ["score_r"], ["scores"]),                              # [1, 2, 16]
+        h.make_node("NonMaxSuppression", nms_inputs, ["selected"]),
+        h.make_node("Gather", ["selected", "col"], ["picked"], axis=1),              # [n, 2]: batch, box
+        h.make_node("Gather", ["picked", "two"], ["box_index"], axis=1),             # [n]
+        h.make_node("Squeeze", ["boxes", "zero"], ["boxes2d"]),                       # [16, 4]
+        h.make_node("Gather", ["boxes2d", "box_index"], ["selected_boxes"], axis=0),  # [n, 4]
+    ]
+    inits += [onnx.numpy_helper.from_array(np.array([v], np.int64), n)
+              for n, v in (("zero", 0), ("four", 4), ("six", 6), ("one", 1))]
+    inits.append(onnx.numpy_helper.from_array(np.array(1, np.int64), "two"))
+    inputs = [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 4, 4]), h.make_tensor_value_info("score_min", T.FLOAT, [1])]
+    if max_per_class is None:
+        inputs.append(h.make_tensor_value_info("max_out", T.INT64, [1]))
+    return _model(nodes, inputs, [_out("selected", T.INT64, 2), _out("selected_boxes", T.FLOAT, 2)], inits)
+
+
+@pytest.fixture(scope="module")
+def detector(tmp_path_factory):
+    model = _detector(3)
+    out = tmp_path_factory.mktemp("det") / "b"
+    mlcc.compile(model, out, targets=[])
+    return model, mlcc.load(out)
+
+
+def test_a_detector_with_nms_matches_onnxruntime(detector):
+    model, exe = detector
+    assert exe.manifest["schema_version"] == 4 and exe.manifest["symbols"]["nms_0"] == [0, 6]  # 3 x 2 classes x 1
+    x = np.random.default_rng(1).standard_normal((1, 3, 4, 4)).astype(np.float32) * 3
+    counts = {_check(exe, model, {"x": x, "score_min": np.array([t], np.float32)})["selected"].shape[0]
+              for t in (0.2, 0.5, 0.8)}
+    assert len(counts) > 1 and all(0 <= n <= 6 for n in counts)  # the count follows the data
+
+
+def test_a_detector_selecting_nothing_and_selecting_up_to_the_bound(detector):
+    model, exe = detector
+    zeros = np.zeros((1, 3, 4, 4), np.float32)  # every score sigmoid(0) = 0.5, every box empty (never suppressed)
+    assert _check(exe, model, {"x": zeros, "score_min": np.array([0.6], np.float32)})["selected"].shape == (0, 3)
+    got = _check(exe, model, {"x": zeros, "score_min": np.array([0.0], np.float32)})
+    assert got["selected"].shape == (6, 3) and got["selected_boxes"].shape == (6, 4)
+
+
+def test_a_count_of_zero_and_a_count_at_the_bound(tmp_path):
+    """max_output_boxes_per_class as a run-time input bounded by --shape: 0 selects nothing, a large one fills
+    the bound exactly with well separated boxes, one more is an error naming the tensor."""
+    boxes = np.array([[[0, 0, 1, 1], [0, 2, 1, 3], [0, 4, 1, 5], [0, 6, 1, 7]]], np.float32)
+    scores = np.array([[[0.9, 0.8, 0.7, 0.6]]], np.float32)
+    nms = h.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["selected"])
+    model = _model([nms], [h.make_tensor_value_info("boxes", T.FLOAT, [1, 4, 4]),
+                           h.make_tensor_value_info("scores", T.FLOAT, [1, 1, 4]),
+                           h.make_tensor_value_info("max_out", T.INT64, [1])], [_out("selected", T.INT64, 2)])
+    with pytest.raises(MlccError, match=r"NonMaxSuppression.*--shape nms_0=\.\.N"):
+        mlcc.compile(model, tmp_path / "none", targets=[])
+    mlcc.compile(model, tmp_path / "b", targets=[], shapes={"nms_0": "..3"})
+    exe = mlcc.load(tmp_path / "b")
+    assert _check(exe, model, {"boxes": boxes, "scores": scores, "max_out": np.array([0])})["selected"].shape == (0, 3)
+    assert _check(exe, model, {"boxes": boxes, "scores": scores, "max_out": np.array([3])})["selected"].shape == (3, 3)
+    with pytest.raises(BundleError, match="tensor 'selected'.*'nms_0' is 4 at run time, above the bound 3"):
+        exe.run({"boxes": boxes, "scores": scores, "max_out": np.array([4])})
+
+
+def test_nonzero_unique_and_top_k_with_a_run_time_k(tmp_path):
+    nodes = [h.make_node("NonZero", ["x"], ["nz"]),
+             h.make_node("Unique", ["v"], ["u", "ui", "uinv", "uc"], sorted=0),
+             h.make_node("TopK", ["x", "k"], ["tv", "ti"], axis=1, largest=0)]
+    model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 5]), h.make_tensor_value_info("v", T.FLOAT, [9]),
+                           h.make_tensor_value_info("k", T.INT64, [1])],
+                   [_out("nz", T.INT64, 2), _out("u", T.FLOAT, 1), _out("ui", T.INT64, 1), _out("uinv", T.INT64, 1),
+                    _out("uc", T.INT64, 1), _out("tv", T.FLOAT, 2), _out("ti", T.INT64, 2)])
+    mlcc.compile(model, tmp_path / "b", targets=[])
+    exe = mlcc.load(tmp_path / "b")
+    rng = np.random.default_rng(3)
+    for x, v, k in [(np.zeros((3, 5), np.float32), np.zeros(9, np.float32), 0),
+                    (rng.integers(-1, 2, (3, 5)).astype(np.float32), rng.integers(0, 4, 9).astype(np.float32), 2),
+                    (np.ones((3, 5), np.float32), np.arange(9, dtype=np.float32)[::-1].copy(), 5)]:
+        _check(exe, model, {"x": x, "v": v, "k": np.array([k])})
+    with pytest.raises(BundleError, match="tensor 'tv'.*'topk_0' is 6"):
+        exe.run({"x": np.ones((3, 5), np.float32), "v": np.zeros(9, np.float32), "k": np.array([6])})
