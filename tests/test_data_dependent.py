@@ -86,7 +86,7 @@ def test_a_detector_with_nms_matches_onnxruntime(detector):
     assert exe.manifest["schema_version"] == 4 and exe.manifest["symbols"]["nms_0"] == [0, 6]  # 3 x 2 classes x 1
     x = np.random.default_rng(1).standard_normal((1, 3, 4, 4)).astype(np.float32) * 3
     counts = {_check(exe, model, {"x": x, "score_min": np.array([t], np.float32)})["selected"].shape[0]
-              for t in (0.2, 0.5, 0.8)}
+              for t in (0.2, 0.9, 0.99, 0.999)}
     assert len(counts) > 1 and all(0 <= n <= 6 for n in counts)  # the count follows the data
 
 
