@@ -135,7 +135,8 @@ def import_nms(b: Builder, node: OnnxNode) -> list[Result]:
     natural = None
     if max_known is not None:
         natural = min(max(int(np.asarray(max_known).reshape(-1)[0]), 0), n) * classes * batch
-    symbol, bound = count_symbol(node, "nms", natural, "max_output_boxes_per_class is a run-time input")
+    symbol, bound = count_symbol(node, "nms", natural, f"max_output_boxes_per_class (input '{node.proto.input[2]}') "
+                                 "is not known at import time")
     operands = [boxes, scores, _scalar(b, node, 2, "s64", 0), _scalar(b, node, 3, "f32", 0.0),
                 _scalar(b, node, 4, "f32", float("-inf"))]
     p = b.op("nms", operands, symbol=symbol, tensor=node.proto.output[0], bound=bound, center_point_box=center)
