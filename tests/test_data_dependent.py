@@ -5,6 +5,8 @@ count above a user's bound fail with one line naming what to change."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -14,7 +16,9 @@ from onnx import helper as h
 
 import mlcc
 from mlcc.bundle.errors import BundleError
-from mlcc.errors import MlccError
+from mlcc.bundle.manifest import Manifest
+from mlcc.bundle.schemas import validate
+from mlcc.errors import InternalError, MlccError
 
 
 def _out(name: str, elem: int, rank: int) -> onnx.ValueInfoProto:
@@ -134,3 +138,15 @@ def test_nonzero_unique_and_top_k_with_a_run_time_k(tmp_path):
         _check(exe, model, {"x": x, "v": v, "k": np.array([k])})
     with pytest.raises(BundleError, match="tensor 'tv'.*'topk_0' is 6"):
         exe.run({"x": np.ones((3, 5), np.float32), "v": np.zeros(9, np.float32), "k": np.array([6])})
+
+
+def test_the_count_record_round_trips_and_the_schema_refuses_a_bad_one(detector):
+    _, exe = detector
+    doc = exe.manifest
+    assert Manifest.from_json(doc).to_json() == doc
+    (counting,) = [launch for launch in doc["schedule"] if "counts" in launch]
+    assert counting["counts"] == [{"symbol": "nms_0", "buffer": counting["args"][-1], "tensor": "selected"}]
+    bad = json.loads(json.dumps(doc))
+    next(launch for launch in bad["schedule"] if "counts" in launch)["counts"][0].pop("tensor")
+    with pytest.raises(InternalError, match="schedule/.*/counts/0"):
+        validate("manifest", bad)
