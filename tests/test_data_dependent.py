@@ -11,14 +11,20 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from click.testing import CliRunner
 from onnx import TensorProto as T
 from onnx import helper as h
 
 import mlcc
+from mlcc.cli import main
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.manifest import Manifest
 from mlcc.bundle.schemas import validate
 from mlcc.errors import InternalError, MlccError
+from mlcc.hlo.evaluator import evaluate
+from mlcc.hlo.parser import ParseError, parse_module
+from mlcc.hlo.printer import format_module
+from mlcc.hlo.verifier import VerifierError, verify_module
 
 
 def _out(name: str, elem: int, rank: int) -> onnx.ValueInfoProto:
@@ -150,3 +156,49 @@ def test_the_count_record_round_trips_and_the_schema_refuses_a_bad_one(detector)
     next(launch for launch in bad["schedule"] if "counts" in launch)["counts"][0].pop("tensor")
     with pytest.raises(InternalError, match="schedule/.*/counts/0"):
         validate("manifest", bad)
+
+
+def test_the_cli_names_the_shape_to_give_and_the_tensor_over_its_bound(tmp_path):
+    """exit 69, one line, naming the node and the --shape to give; at run time, exit 65 naming the tensor."""
+    nms = h.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["selected"], name="nms_node")
+    model = _model([nms], [h.make_tensor_value_info("boxes", T.FLOAT, [1, 2, 4]),
+                           h.make_tensor_value_info("scores", T.FLOAT, [1, 1, 2]),
+                           h.make_tensor_value_info("max_out", T.INT64, [1])], [_out("selected", T.INT64, 2)])
+    path = tmp_path / "nms.onnx"
+    onnx.save(model, path)
+    r = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "none"), "--target", "none"])
+    assert r.exit_code == 69 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "nms_node" in r.output and "--shape nms_0=..N" in r.output
+    r = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "b"), "--target", "none",
+                                  "--shape", "nms_0=..1"])
+    assert r.exit_code == 0, r.output
+    np.savez(tmp_path / "in.npz", boxes=np.array([[[0, 0, 1, 1], [0, 2, 1, 3]]], np.float32),
+             scores=np.array([[[0.9, 0.8]]], np.float32), max_out=np.array([2]))
+    r = CliRunner().invoke(main, ["run", str(tmp_path / "b"), "--inputs", str(tmp_path / "in.npz"),
+                                  "--output", str(tmp_path / "out.npz")])
+    assert r.exit_code == 65 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "tensor 'selected'" in r.output and "'nms_0' is 2 at run time, above the bound 1" in r.output
+
+
+NONZERO_IR = """HloModule g, output_names={y}, symbols={nonzero_0={0,6}}
+
+ENTRY %main {
+  %x = f32[2,3]{1,0} parameter(0), name=x
+  %nonzero = s64[13]{0} nonzero(%x), bound=6, symbol=nonzero_0, tensor=y
+  %data = s64[12]{0} slice(%nonzero), limit_indices={13}, start_indices={1}, strides={1}
+  %full = s64[2,6]{1,0} reshape(%data)
+  %y = s64[2,nonzero_0]{1,0} slice(%full), limit_indices={2,nonzero_0}, start_indices={0,0}, strides={1,1}
+  ROOT %tuple = (s64[2,nonzero_0]{1,0}) tuple(%y)
+}
+"""
+
+
+def test_the_counting_ops_print_parse_and_evaluate_as_numpy_says():
+    module = parse_module(NONZERO_IR)
+    verify_module(module)
+    assert format_module(module) == NONZERO_IR
+    x = np.array([[0, 2, 0], [1, 0, 3]], np.float32)
+    np.testing.assert_array_equal(evaluate(module, {"x": x})["y"], np.array(np.nonzero(x)))
+    bad = parse_module(NONZERO_IR.replace(", symbol=nonzero_0", ""))
+    with pytest.raises((VerifierError, ParseError), match="symbol"):
+        verify_module(bad)
