@@ -17,7 +17,7 @@ import numpy as np
 
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
-from mlcc.hlo.evaluator.dynamic import non_max_suppression, sort_indices, unique_rows
+from mlcc.hlo.evaluator.dynamic import non_max_suppression, unique_rows
 from mlcc.hlo.ir import Instruction, is_float
 
 
