@@ -20,7 +20,7 @@ from mlcc.cli import main
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.manifest import Manifest
 from mlcc.bundle.schemas import validate
-from mlcc.errors import InternalError, MlccError
+from mlcc.errors import InternalError, MlccError, UnsupportedError
 from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.parser import ParseError, parse_module
 from mlcc.hlo.printer import format_module
@@ -202,3 +202,12 @@ def test_the_counting_ops_print_parse_and_evaluate_as_numpy_says():
     bad = parse_module(NONZERO_IR.replace(", symbol=nonzero_0", ""))
     with pytest.raises((VerifierError, ParseError), match="symbol"):
         verify_module(bad)
+
+
+def test_a_size_read_without_its_data_is_refused_by_name(tmp_path):
+    """Shape(NonZero(x)) alone: the count is never computed, so nothing could bind the size (exit 69, named)."""
+    nodes = [h.make_node("NonZero", ["x"], ["nz"]), h.make_node("Shape", ["nz"], ["s"]),
+             h.make_node("ConstantOfShape", ["s"], ["ones"], value=h.make_tensor("v", T.FLOAT, [1], [1.0]))]
+    model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 5])], [_out("ones", T.FLOAT, 2)])
+    with pytest.raises(UnsupportedError, match="data-dependent dim 'nonzero_0' and nothing that counts it"):
+        mlcc.compile(model, tmp_path / "b", targets=[])

@@ -9,6 +9,7 @@ derived from content. Written into a fresh directory that the caller swaps into 
 from __future__ import annotations
 
 import mmap
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.emit.writer.intent import build_intent
+from mlcc.errors import UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
@@ -181,6 +183,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         buffers={b.name: BufferInfo(b.tensor_class, b.bytes, tensor_spec(b.shape)) for b in plan.buffers.values()},
         stats=stats, ir="model.hlo", intent="intent.json",
         symbols={k: list(v) for k, v in sorted(module.symbols.items())})
+    if set(module.symbols) - {d for s in manifest.inputs for d in s.spec.shape if isinstance(d, str)}:
+        _check_counted_before_use(schedule, manifest.inputs, manifest.outputs)
     manifest.bundle_sha256 = bundle_digest(out)
     document = manifest.to_json()
     validate("manifest", document)
@@ -215,6 +219,34 @@ def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
         if inst.opcode in COUNTING_OPS else []
     return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
                   list(inst.origin), k.flops, read, written, counts)
+
+
+def _check_counted_before_use(schedule: list[Launch], inputs: list[IoTensor], outputs: list[IoTensor]) -> None:
+    """Every size a launch or an output needs is known by then: the inputs' shapes bind their symbols, and a
+    data-dependent dim's is bound by the launch that counts it. A size read without its data (Shape of a NonZero's
+    output) may come before that launch, or without it when the data is unused."""
+    counted = {c.symbol: launch for launch in schedule for c in launch.counts}
+    known = {d for s in inputs for d in s.spec.shape if isinstance(d, str)}
+
+    def check(names: set[str], user: str) -> None:
+        early = sorted(names - known)
+        if early:
+            by = counted.get(early[0])
+            when = f"before %{by.instruction} counts it" if by else "and nothing that counts it is computed"
+            raise UnsupportedError(f"{user} uses the size of the data-dependent dim '{early[0]}' {when} "
+                                   f"(its size is read without its data)")
+
+    for launch in schedule:
+        check(set(launch.scalars) | _size_names(launch.grid), f"%{launch.instruction}")
+        known.update(c.symbol for c in launch.counts)
+    for s in outputs:
+        check(_size_names(s.spec.shape), f"output '{s.name}'")
+
+
+def _size_names(sizes: list) -> set[str]:
+    """The symbols size expressions name (not the grammar's functions)."""
+    return {n for v in sizes if isinstance(v, str) for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", v)} \
+        - {"cdiv", "max", "min"}
 
 
 def _symbolic_version(schedule: list[Launch]) -> int:
