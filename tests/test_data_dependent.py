@@ -211,3 +211,29 @@ def test_a_size_read_without_its_data_is_refused_by_name(tmp_path):
     model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 5])], [_out("ones", T.FLOAT, 2)])
     with pytest.raises(UnsupportedError, match="data-dependent dim 'nonzero_0' and nothing that counts it"):
         mlcc.compile(model, tmp_path / "b", targets=[])
+
+
+def test_the_gpu_launch_configs_compile_for_sm_80_and_sm_90_and_loop_over_chunks(tmp_path):
+    """The binaries' configs (tiles of 64 rows for Unique and TopK, 1024 elements for NonZero) loop over several
+    chunks: run on sim:sm_90 (the CUDA path's configs under the interpreter) against onnxruntime."""
+    nodes = [h.make_node("NonZero", ["x"], ["nz"]),
+             h.make_node("Unique", ["v"], ["u", "ui", "uinv", "uc"]),
+             h.make_node("TopK", ["w", "k"], ["tv", "ti"], axis=1),
+             h.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou"], ["selected"], center_point_box=1)]
+    inits = [onnx.numpy_helper.from_array(np.array([5], np.int64), "max_out"),
+             onnx.numpy_helper.from_array(np.array([0.4], np.float32), "iou")]
+    model = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [40, 60]), h.make_tensor_value_info("v", T.FLOAT, [150]),
+                           h.make_tensor_value_info("w", T.FLOAT, [2, 130]), h.make_tensor_value_info("k", T.INT64, [1]),
+                           h.make_tensor_value_info("boxes", T.FLOAT, [1, 24, 4]),
+                           h.make_tensor_value_info("scores", T.FLOAT, [1, 2, 24])],
+                   [_out("nz", T.INT64, 2), _out("u", T.FLOAT, 1), _out("ui", T.INT64, 1), _out("uinv", T.INT64, 1),
+                    _out("uc", T.INT64, 1), _out("tv", T.FLOAT, 2), _out("ti", T.INT64, 2), _out("selected", T.INT64, 2)],
+                   inits)
+    mlcc.compile(model, tmp_path / "b", targets=["sm_80", "sm_90"])
+    exe = mlcc.load(tmp_path / "b", device="sim:sm_90")
+    rng = np.random.default_rng(5)
+    centers = rng.uniform(0, 4, (1, 24, 2)).astype(np.float32)
+    boxes = np.concatenate([centers, rng.uniform(0.5, 2, (1, 24, 2)).astype(np.float32)], axis=2)
+    _check(exe, model, {"x": (rng.random((40, 60)) < 0.3).astype(np.float32), "v": rng.integers(0, 90, 150).astype(np.float32),
+                        "w": rng.integers(0, 40, (2, 130)).astype(np.float32), "k": np.array([100]),
+                        "boxes": boxes, "scores": rng.random((1, 2, 24)).astype(np.float32)})
