@@ -102,8 +102,8 @@ def import_unique(b: Builder, node: OnnxNode) -> list[Result]:
 
 
 def _scalar(b: Builder, node: OnnxNode, i: int, dtype: str, default: float | int) -> Instruction:
-    """Input i as a scalar of dtype (its default when absent)."""
-    if not node.has_input(i):
+    """Input i as a scalar of dtype (its default when absent or empty, as onnx.reference reads it)."""
+    if not node.has_input(i) or (node.value(i) is not None and node.value(i).size == 0):
         return b.splat(default, dtype)
     v = node.input(i)
     if v.shape.is_static and v.shape.numel() != 1:
