@@ -124,9 +124,9 @@ def import_nms(b: Builder, node: OnnxNode) -> list[Result]:
     if boxes.shape.rank != 3 or boxes.shape.dims[2] != 4 or batch != boxes.shape.dims[0] or n != boxes.shape.dims[1]:
         raise node.error(f"boxes {list(boxes.shape.dims)} and scores {list(scores.shape.dims)}: "
                          "expected [batch, boxes, 4] and [batch, classes, boxes]")
-    if not node.has_input(2):  # max_output_boxes_per_class defaults to 0: nothing selected
+    max_known = node.value(2) if node.has_input(2) else np.zeros(0)
+    if max_known is not None and max_known.size == 0:  # max_output_boxes_per_class defaults to 0: nothing selected
         return [np.zeros((0, 3), np.int64)]
-    max_known = node.value(2)
     known = [node.value(i) if node.has_input(i) else np.zeros(0) for i in range(5)]
     if all(v is not None for v in known):
         iou = float(known[3].reshape(-1)[0]) if known[3].size else 0.0
