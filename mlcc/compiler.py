@@ -159,13 +159,15 @@ def _fixed_shapes(options: CompileOptions) -> dict[str, list[Any]]:
 
 def _dim_ranges(options: CompileOptions) -> dict[str, tuple[int, int]]:
     """--shape entries that keep a symbolic dim with a range of sizes (seq=1..64), or with a lowest size and no
-    upper end (seq=1..: the range's top is UNBOUNDED, which the importer reads as no top)."""
+    upper end (seq=1..: the range's top is UNBOUNDED, which the importer reads as no top), or bound a
+    data-dependent one (nonzero_0=..100, MIN 0)."""
     ranges = {}
     for name, spec in (options.shapes or {}).items():
         if isinstance(spec, str):
             lo, sep, hi = spec.partition("..")
             try:
-                ranges[name] = (int(lo), int(hi) if hi.strip() else UNBOUNDED)
+                ranges[name] = (int(lo) if lo.strip() else 0,  # ..MAX: from 0 (a data-dependent dim's bound)
+                                int(hi) if hi.strip() else UNBOUNDED)
             except ValueError:
                 raise UnsupportedError(f"--shape {name}={spec}: a range of sizes is MIN..MAX, e.g. 1..128, "
                                        f"or MIN.. for no upper end") from None

@@ -146,6 +146,9 @@ class Launch:
     flops: Optional[int] = None
     bytes_read: Optional[int] = None
     bytes_written: Optional[int] = None
+    # run-time counts this launch writes (schema 6): each binds a symbol to the s64 at element 0 of a buffer,
+    # read back once the launch has run; left out when empty
+    counts: list["Count"] = field(default_factory=list)
 
     _INFO = ("instruction", "ops", "flops", "bytes_read", "bytes_written")
 
@@ -154,13 +157,32 @@ class Launch:
                    "interpreter_grid": list(self.interpreter_grid)}
         if self.scalars:
             d["scalars"] = list(self.scalars)
+        if self.counts:
+            d["counts"] = [c.to_json() for c in self.counts]
         d.update({k: getattr(self, k) for k in self._INFO if getattr(self, k) is not None})
         return d
 
     @staticmethod
     def from_json(d: Json) -> "Launch":
         return Launch(d["step"], d["kernel"], list(d["args"]), list(d["grid"]), list(d["interpreter_grid"]),
-                      list(d.get("scalars", [])), **{k: d[k] for k in Launch._INFO if k in d})
+                      list(d.get("scalars", [])), **{k: d[k] for k in Launch._INFO if k in d},
+                      counts=[Count.from_json(c) for c in d.get("counts", [])])
+
+
+@dataclass
+class Count:
+    """A data-dependent dim's run-time count: the s64 at element 0 of ``buffer``, the value of ``symbol`` (in the
+    symbol's range, [0, bound]); ``tensor`` is the model's output of the op that counts, for errors."""
+    symbol: str
+    buffer: str
+    tensor: str
+
+    def to_json(self) -> Json:
+        return {"symbol": self.symbol, "buffer": self.buffer, "tensor": self.tensor}
+
+    @staticmethod
+    def from_json(d: Json) -> "Count":
+        return Count(d["symbol"], d["buffer"], d["tensor"])
 
 
 @dataclass

@@ -25,11 +25,16 @@ from mlcc.bundle.errors import InternalError
 # A bundle carries the highest version any of its features needs; a reader of N reads every version up to N.
 SCHEMA_VERSION = 1
 OWN_GRID_SCHEMA_VERSION = 2
+# 4: some symbol is a run-time count (launches' "counts": NonZero, Unique, NMS, TopK with a run-time k) that the
+#    runtime reads back from a buffer after the launch that writes it; an older reader would never bind it.
 SYMBOLIC_SCHEMA_VERSION = 3
 UNBOUNDED_SCHEMA_VERSION = 4
 PACKED_IO_SCHEMA_VERSION = 5
+# 6: some symbol is a run-time count (launches' "counts": NonZero, Unique, NMS, TopK with a run-time k) that the
+#    runtime reads back from a buffer after the launch that writes it; an older reader would never bind it.
+COUNT_SCHEMA_VERSION = 6
 SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
-                     UNBOUNDED_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION)  # what the runtime reads
+                     UNBOUNDED_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, COUNT_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1
 
 

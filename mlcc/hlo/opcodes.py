@@ -47,6 +47,10 @@ FLAGS = {
     "splat_preserving": "every result element is an element of its first operand, at coordinates that the "
                         "result's coordinates, the attributes and at most scalar start indices determine: "
                         "a splat first operand gives a splat of its value",
+    "binds_count": "a data-dependent result (NonZero, Unique, NMS, TopK with a run-time k): element 0 of its "
+                   "1-D s64 result is a run-time count that binds the symbol named by its `symbol` attribute "
+                   "(in [0, bound]); the rest is the data, planned at the bound. Its own kernel, never "
+                   "folded: the runtime reads the count back after it runs (docs/data-dependent-shapes.md)",
     "commutative": "binary, and its operands may be swapped without changing the result",
     "predicate": "its result is pred, whatever its operands' element type",
     "indexed_read": "reads of its first operand only the elements its indices pick: at most the result's "
@@ -157,6 +161,11 @@ _TABLE: list[OpInfo] = [
     OpInfo("reduce-window", 1, "reduction",
            ("kind", "window_dimensions", "window_strides", "padding_low", "padding_high"),
            ("window_dilations", "count_include_pad"), flags={"layout_agnostic"}),
+    # data-dependent results (binds_count): element 0 is the count, the data follows (shape_inference.py)
+    OpInfo("nonzero", 1, "composite", ("symbol", "tensor", "bound"), flags={"binds_count"}),
+    OpInfo("unique", 1, "composite", ("symbol", "tensor", "bound", "sorted"), flags={"binds_count"}),
+    OpInfo("nms", 5, "composite", ("symbol", "tensor", "bound", "center_point_box"), flags={"binds_count"}),
+    OpInfo("sort-indices", 2, "composite", ("symbol", "tensor", "dimension", "largest"), flags={"binds_count"}),
     OpInfo("cumsum", 1, "reduction", ("dimension",), ("exclusive", "reverse"), flags={"layout_agnostic"}),
     # contractions
     OpInfo("dot", 2, "contraction",

@@ -427,6 +427,35 @@ def _attention(opcode, ops, attrs, given):
     return Shape(q.dtype, q.dims[:-1] + (v.dims[-1],))
 
 
+def _counted(opcode, ops, attrs, given):
+    """The data-dependent ops (flag binds_count): a 1-D s64 result, the count at element 0 and the data after it,
+    sized for the bound: nonzero [1 + rank*bound], unique [1 + 2*bound + 2*rows] (first indices, counts, inverse
+    indices, each row's first occurrence), nms [1 + 3*bound] (batch, class, box rows), sort-indices [1 + numel] (every index, sorted)."""
+    x = ops[0]
+    if not x.is_static:
+        raise ShapeError(f"{opcode}: operand dims {list(x.dims)} must be static")
+    bound = attrs.get("bound", 0)
+    if not isinstance(bound, int) or bound < 0:
+        raise ShapeError(f"{opcode}: bound {bound!r} is not a size")
+    if opcode == "nonzero":
+        n = x.rank * bound
+    elif opcode == "unique":
+        if x.rank != 2:
+            raise ShapeError(f"unique: operand must be rank 2 (rows compared whole), not {x.rank}")
+        n = 2 * bound + 2 * x.dims[0]
+    elif opcode == "nms":
+        if x.rank != 3 or x.dims[2] != 4 or ops[1].rank != 3 or ops[1].dims[0] != x.dims[0] \
+                or ops[1].dims[2] != x.dims[1]:
+            raise ShapeError(f"nms: boxes [batch, boxes, 4] and scores [batch, classes, boxes], not "
+                             f"{list(x.dims)} and {list(ops[1].dims)}")
+        n = 3 * bound
+    else:
+        if not 0 <= attrs["dimension"] < x.rank or ops[1].dtype != "s64":
+            raise ShapeError(f"sort-indices: dimension {attrs['dimension']} of rank {x.rank}, k of s64")
+        n = x.numel()
+    return Shape("s64", (1 + n,))
+
+
 def _fusion(opcode, ops, attrs, given):
     return _need_given(opcode, given)
 
@@ -448,5 +477,6 @@ for _opcode, _fn in {
     "dot": _dot, "convolution": _convolution,
     "softmax": _same_as_first, "layer-norm": _same_as_first, "rms-norm": _same_as_first,
     "batch-norm-inference": _same_as_first, "attention": _attention,
+    "nonzero": _counted, "unique": _counted, "nms": _counted, "sort-indices": _counted,
 }.items():
     SHAPE_RULES.add(_opcode, _fn)

@@ -25,7 +25,7 @@ import numpy as np
 from mlcc.bundle.dtypes import as_dtype, numpy_dtype, pack, packed_bytes, torch_dtype, unpack
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.layout import from_physical, to_physical
-from mlcc.bundle.manifest import KernelEntry, Launch, Manifest
+from mlcc.bundle.manifest import Count, KernelEntry, Launch, Manifest
 from mlcc.bundle.memory import BudgetSpecError, footprint, parse_budget
 from mlcc.bundle.schemas import SUPPORTED_SCHEMAS
 from mlcc.bundle.sizes import SizeError, eval_size
@@ -252,11 +252,12 @@ class Executable:
                 if s.packed:  # a 4- or 2-bit input's buffer holds its values packed (its layout is row-major)
                     phys = pack(phys, s.spec.numpy_dtype)
                 buffers[s.buffer] = _typed(device.upload(_host_bytes(phys)), s.spec.numpy_dtype)
-            out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
+            counted = {c.symbol for launch in m.schedule for c in launch.counts}
+            at_bound = {**env, **{c: m.symbols[c][1] for c in counted}}  # data-dependent outputs: room for the bound
             for s in m.outputs:
                 if s.buffer in managed:
                     continue
-                n = int(np.prod(out_dims[s.name], dtype=np.int64))
+                n = int(np.prod([eval_size(d, at_bound) for d in s.spec.shape], dtype=np.int64))
                 itemsize = numpy_dtype(s.spec.numpy_dtype).itemsize
                 nbytes = packed_bytes(n, s.spec.numpy_dtype) if s.packed else n * itemsize
                 buffers[s.buffer] = _typed(device.alloc(nbytes)[:nbytes], s.spec.numpy_dtype)
@@ -269,19 +270,35 @@ class Executable:
                     self.streamer.before_step(step, buffers)
                 args = [buffers[b] for b in launch.args] + [env[s] for s in launch.scalars]
                 device.launch(step, launch, k, fn, args, env)
+                for c in launch.counts:
+                    env[c.symbol] = self._count(c, buffers[c.buffer])
                 if self.streamer is not None:
                     self.streamer.after_step(step)
             device.synchronize()
+            out_dims = {s.name: [eval_size(d, env) for d in s.spec.shape] for s in m.outputs}
             result = {}
             for s in m.outputs:
                 if s.buffer in managed:
                     continue
                 flat = _to_numpy(device.download(buffers[s.buffer]), numpy_dtype(s.spec.numpy_dtype))
-                if s.packed:
-                    flat = unpack(flat, s.spec.numpy_dtype, int(np.prod(out_dims[s.name], dtype=np.int64)))
+                n = int(np.prod(out_dims[s.name], dtype=np.int64))  # a data-dependent one: its count
+                flat = unpack(flat, s.spec.numpy_dtype, n) if s.packed else flat[:n]
                 # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
                 result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
         return result
+
+    def _count(self, c: Count, buffer: Any) -> int:
+        """A data-dependent dim's run-time count, read back from the s64 its launch wrote at element 0 of buffer;
+        BundleError (exit 65) naming the tensor when it is outside the symbol's range: never a launch past the
+        bound its buffers were planned for."""
+        self.backend.synchronize()
+        n = int(self.backend.download(buffer[:1]).view(-1)[0])
+        lo, hi = self.records.symbols[c.symbol]
+        if not lo <= n <= hi:
+            raise BundleError(f"tensor '{c.tensor}': its data-dependent dim '{c.symbol}' is {n} at run time, "
+                              f"above the bound {hi} the bundle was built for (compile with --shape {c.symbol}=..{n} "
+                              f"or more)")
+        return n
 
     @property
     def input_names(self) -> list[str]:

@@ -128,7 +128,6 @@ ONNX_NOT_IMPORTED = {
            "StringSplit", "TfIdfVectorizer"),
     **_all("random numbers: no HLO op", "Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
            "RandomUniform", "RandomUniformLike"),
-    **_all("result size depends on the data: no HLO op", "NonZero", "NonMaxSuppression", "Unique"),
     **_all("image decoding: not a tensor computation", "ImageDecoder"),
     **_all(_NOT_YET, "GlobalLpPool", "MaxRoiPool"),
 }

@@ -9,6 +9,7 @@ derived from content. Written into a fresh directory that the caller swaps into 
 from __future__ import annotations
 
 import mmap
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,20 +17,22 @@ import numpy as np
 
 from mlcc.bundle.digest import bundle_digest
 from mlcc.bundle.layout import ALIGNMENT, align, major_to_minor, to_physical
-from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, IoTensor, KernelEntry, Launch,
+from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo, Count, IoTensor, KernelEntry, Launch,
                                   LaunchConfig as ConfigEntry, Manifest, MemoryPlan, TensorSpec, Weights,
                                   WeightTensor)
-from mlcc.bundle.schemas import (OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, SCHEMA_VERSION,
-                                 SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, validate)
+from mlcc.bundle.schemas import (COUNT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION,
+                                 SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, validate)
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.codegen.loop import INT32_SAFE
 from mlcc.emit.target.aot import Binary
 from mlcc.emit.target.targets import DeviceModel, Target
 from mlcc.emit.writer.intent import build_intent
+from mlcc.errors import UnsupportedError
 from mlcc.hlo.buffer_assignment import BufferPlan
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape
 from mlcc.hlo.lazy_constants import ConcatenatedWeights, block
+from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.traffic import kernel_bytes
 from mlcc.hlo.symbolic import Sym, as_sym
@@ -151,6 +154,8 @@ def _bytes_of(contiguous: np.ndarray) -> np.ndarray:
     """The bytes of a C-contiguous array as a uint8 view (any dtype, bfloat16 included), for file.write."""
     return contiguous.reshape(-1).view(np.uint8)
 
+COUNTING_OPS = ops_with("binds_count")  # their launches read back a run-time count (Launch.counts)
+
 
 def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[str, Kernel],
                  launches: list[tuple[Instruction, str]], binaries: dict[tuple[str, str], Binary],
@@ -175,15 +180,16 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
     (out / "intent.json").write_text(dumps(intent))
 
     entry = module.entry
+    schedule = [launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)]
     manifest = Manifest(
-        schema_version=_schema_version(kernels, targets, module),
+        schema_version=_schema_version(kernels, targets, module, schedule),
         model=model_info, build=build_info, targets=[t.name for t in targets],
         inputs=[input_entry(p) for p in entry.parameters()],
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(module.packed_outputs.get(i, o.shape)),
                           i in module.packed_outputs)
                  for i, (n, o) in enumerate(zip(module.output_names, entry.root.operands))],
         kernels=kernel_entries,
-        schedule=[launch_entry(step, inst, kernels[kname], plan, module.symbols) for step, (inst, kname) in enumerate(launches)],
+        schedule=schedule,
         memory_plan=memory_plan(plan),
         weights=Weights("weights.bin", ALIGNMENT, weights),
         buffers={b.name: BufferInfo(b.tensor_class, b.bytes_expr, tensor_spec(b.shape)) for b in plan.buffers.values()},
@@ -191,6 +197,8 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         symbols={k: [lo, None if k in module.unbounded else hi] for k, (lo, hi) in sorted(module.symbols.items())},
         planned_sizes={k: module.symbols[k][1] for k in sorted(module.unbounded)},
         index_limits=index_limits(module))
+    if set(module.symbols) - {d for s in manifest.inputs for d in s.spec.shape if isinstance(d, str)}:
+        _check_counted_before_use(schedule, manifest.inputs, manifest.outputs)
     manifest.bundle_sha256 = bundle_digest(out)
     document = manifest.to_json()
     validate("manifest", document)
@@ -221,8 +229,38 @@ def launch_entry(step: int, inst: Instruction, k: Kernel, plan: BufferPlan,
                  symbols: dict[str, tuple[int, int]]) -> Launch:
     args = [plan.value_buffer[o.name] for o in inst.operands] + plan.results_of(inst)
     read, written = kernel_bytes(inst, symbols)
+    counts = [Count(inst.attrs["symbol"], plan.value_buffer[inst.name], inst.attrs["tensor"])] \
+        if inst.opcode in COUNTING_OPS else []
     return Launch(step, k.name, args, list(k.gpu.grid), list(k.interpreter.grid), list(k.scalars), inst.name,
-                  list(inst.origin), k.flops, read, written)
+                  list(inst.origin), k.flops, read, written, counts)
+
+
+def _check_counted_before_use(schedule: list[Launch], inputs: list[IoTensor], outputs: list[IoTensor]) -> None:
+    """Every size a launch or an output needs is known by then: the inputs' shapes bind their symbols, and a
+    data-dependent dim's is bound by the launch that counts it. A size read without its data (Shape of a NonZero's
+    output) may come before that launch, or without it when the data is unused."""
+    counted = {c.symbol: launch for launch in schedule for c in launch.counts}
+    known = {d for s in inputs for d in s.spec.shape if isinstance(d, str)}
+
+    def check(names: set[str], user: str) -> None:
+        early = sorted(names - known)
+        if early:
+            by = counted.get(early[0])
+            when = f"before %{by.instruction} counts it" if by else "and nothing that counts it is computed"
+            raise UnsupportedError(f"{user} uses the size of the data-dependent dim '{early[0]}' {when} "
+                                   f"(its size is read without its data)")
+
+    for launch in schedule:
+        check(set(launch.scalars) | _size_names(launch.grid), f"%{launch.instruction}")
+        known.update(c.symbol for c in launch.counts)
+    for s in outputs:
+        check(_size_names(s.spec.shape), f"output '{s.name}'")
+
+
+def _size_names(sizes: list) -> set[str]:
+    """The symbols size expressions name (not the grammar's functions)."""
+    return {n for v in sizes if isinstance(v, str) for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", v)} \
+        - {"cdiv", "max", "min"}
 
 
 def memory_plan(plan: BufferPlan) -> MemoryPlan:
@@ -281,10 +319,13 @@ def present_to_past(module: Module, plan: BufferPlan) -> dict[str, str]:
             for past, info in module.analyses.kv_cache.items()}
 
 
-def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module) -> int:
-    """5 with packed inputs or outputs, else 4 with a symbol that has no upper end, else 3 with symbolic sizes,
-    else 2 where some binary needs a grid other than the schedule's, else 1 (mlcc/bundle/schemas.py says what
-    each one asks of a reader)."""
+def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module,
+                    schedule: list[Launch]) -> int:
+    """The highest version the bundle's features need (mlcc/bundle/schemas.py says what each asks of a reader):
+    6 when a launch counts a data-dependent dim, 5 with packed inputs or outputs, 4 with a symbol that has no
+    upper end, 3 with symbolic sizes, 2 where some binary needs a grid other than the schedule's, else 1."""
+    if any(launch.counts for launch in schedule):
+        return COUNT_SCHEMA_VERSION
     if module.packed_outputs or any("packed" in p.attrs for p in module.entry.parameters()):
         return PACKED_IO_SCHEMA_VERSION
     if module.unbounded:

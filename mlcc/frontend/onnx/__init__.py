@@ -9,6 +9,7 @@ from mlcc.frontend.onnx.ops import causal_conv  # noqa: F401
 from mlcc.frontend.onnx.ops import control  # noqa: F401
 from mlcc.frontend.onnx.ops import conv  # noqa: F401
 from mlcc.frontend.onnx.ops import deform_conv  # noqa: F401
+from mlcc.frontend.onnx.ops import dynamic  # noqa: F401
 from mlcc.frontend.onnx.ops import elementwise  # noqa: F401
 from mlcc.frontend.onnx.ops import flex_attention  # noqa: F401
 from mlcc.frontend.onnx.ops import grid_sample  # noqa: F401

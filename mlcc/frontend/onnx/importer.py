@@ -22,7 +22,7 @@ import onnx.inliner
 from mlcc.frontend.onnx.errors import (DeferredValueError, FrontendError, InvalidModelError,
                                        UnsupportedFeatureError, UnsupportedNode, UnsupportedOpError)
 from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_model, node_label, topological_order, uses_external_data
-from mlcc.frontend.onnx.registry import (Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
+from mlcc.frontend.onnx.registry import (COUNT_SYMBOL, Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
 from mlcc.frontend.onnx.types import INT32_DATA_RANGES, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
@@ -65,9 +65,18 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
         detach_mapped(proto, mapped)
         default_name = path.stem
     proto, symbols, renamed = _prepare(proto, label, shapes or {})
-    ranges = _symbol_ranges(dim_ranges or {}, symbols, renamed, label)
+    given = dim_ranges or {}
+    counted = {k: v for k, v in given.items() if k not in symbols and renamed.get(k, k) not in symbols
+               and COUNT_SYMBOL.match(k)}  # bounds of data-dependent dims (nonzero_0=..100)
+    ranges = _symbol_ranges({k: v for k, v in given.items() if k not in counted}, symbols, renamed, label)
     module_name = sanitize_identifier(name or default_name)
-    module = _GraphImporter(proto, label, module_name, symbols, mapped, ranges).run()
+    importer = _GraphImporter(proto, label, module_name, symbols, mapped, ranges)
+    importer.ctx.count_bounds = {k: _symbol_ranges({k: v}, {k}, {}, label)[k] for k, v in counted.items()}
+    module = importer.run()
+    unused = sorted(set(counted) - set(module.symbols))
+    if unused:
+        raise InvalidModelError(f"dim_ranges names '{unused[0]}', which is neither a symbolic dim of the model "
+                                f"nor a data-dependent dim of one", file=label)
     module.source_files = data_files  # external data files: hashed into the manifest with the model (item 9)
     return module
 

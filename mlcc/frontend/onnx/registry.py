@@ -16,6 +16,7 @@ IR form), a Deferred (see there), or None (an output that is absent or unused).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
@@ -128,6 +129,11 @@ class Tensor:
         return self.sym is not None
 
 
+# The symbol of a data-dependent dim (mlcc/frontend/onnx/ops/dynamic.py): the op's name and its number among the
+# graph's ops of that kind, in graph order; `--shape nonzero_0=..100` bounds it.
+COUNT_SYMBOL = re.compile(r"^(nonzero|unique|nms|topk)_[0-9]+$")
+
+
 @dataclass
 class ImportContext:
     """State shared by all nodes of one import: the tensors so far and ONNX's inferred types."""
@@ -139,6 +145,7 @@ class ImportContext:
     used: set[str] = field(default_factory=set)
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # inclusive ranges of symbolic dims
     import_subgraph: Callable[..., list[Tensor]] | None = None  # (graph, scope, inputs) -> outputs; set by the importer
+    count_bounds: dict[str, tuple[int, int]] = field(default_factory=dict)  # --shape bounds of data-dependent dims
 
     def tensor(self, name: str) -> Tensor:
         try:

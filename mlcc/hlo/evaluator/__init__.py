@@ -36,7 +36,7 @@ Symbolic dims are bound from the arguments' dims when parameters are evaluated
 from mlcc.hlo.evaluator.core import (EVAL_RULES, EvaluationError, Rule, Value, evaluate, evaluate_computation,
                                      evaluate_instruction, rule)
 # Importing the rule modules fills EVAL_RULES.
-from mlcc.hlo.evaluator import contractions, data, elementwise, reductions  # noqa: F401
+from mlcc.hlo.evaluator import contractions, data, dynamic, elementwise, reductions  # noqa: F401
 
 __all__ = ["EVAL_RULES", "EvaluationError", "Rule", "Value", "evaluate", "evaluate_computation",
            "evaluate_instruction", "rule"]

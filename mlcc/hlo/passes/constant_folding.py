@@ -33,7 +33,7 @@ from mlcc.hlo.passes.pattern import constant_array, constant_attrs, python_scala
 
 DEFAULT_BUDGET = 1 << 20
 SMALL_RESULT = 4096
-NOT_FOLDED = ops_with("structural")
+NOT_FOLDED = ops_with("structural") | ops_with("binds_count")  # a count binds a symbol at run time
 SPLAT_PRESERVING = ops_with("splat_preserving")
 
 

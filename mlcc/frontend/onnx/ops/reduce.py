@@ -8,6 +8,7 @@ import numpy as np
 
 from mlcc.frontend.onnx.ops.helpers import (broadcast_in_dims, dims_product, full, kept_dims, normalize_axes,
                                             scalar_op, static_dims)
+from mlcc.frontend.onnx.ops.dynamic import import_top_k_dynamic
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
@@ -182,8 +183,8 @@ def import_top_k(b: Builder, node: OnnxNode) -> list[Result]:
         k = node.attr("k")
     elif node.value(1) is not None:
         k = int(node.value(1).reshape(-1)[0])
-    else:  # k follows from ONNX's inferred output dims
-        k = node.inferred_dims(0, "k", 1)[axis]
+    else:  # k known only at run time: a data-dependent dim bounded by the axis (ops/dynamic.py)
+        return import_top_k_dynamic(b, node, x, axis, bool(node.attr("largest", 1)))
     n = x.shape.dims[axis]
     if not isinstance(n, int) or not 0 <= k <= n:
         raise node.error(f"k={k} does not fit dim {n}")
