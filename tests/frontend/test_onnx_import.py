@@ -221,13 +221,16 @@ def test_shapes_by_dim_name_specialize_every_input_that_has_it() -> None:
         import_onnx(model, shapes={"batch": [3, 4]})
 
 
-def test_compile_of_symbolic_dims_says_which_input_and_how_to_fix_it(tmp_path: Path) -> None:
+def test_compile_of_symbolic_dims_without_a_range_runs_at_any_size_and_a_fixed_size_still_compiles(tmp_path: Path) -> None:
+    # a symbol given no range compiles (planned at the default size) and runs at sizes below and above it
     import mlcc
-    from mlcc.errors import UnsupportedError
     model = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", 8])], [vi("y", ["batch", 8])])
-    with pytest.raises(UnsupportedError, match=r"input 'x' has symbolic dims .*--shape batch=N") as e:
-        mlcc.compile(model, tmp_path / "b", targets=[])
-    assert e.value.exit_code == 69
+    mlcc.compile(model, tmp_path / "any", targets=[])
+    exe = mlcc.load(tmp_path / "any")
+    assert exe.manifest["symbols"] == {"batch": [0, None]}
+    for n in (1, 2, 70):
+        x = np.linspace(-1, 1, 8 * n, dtype=np.float32).reshape(n, 8)
+        np.testing.assert_array_equal(exe.run({"x": x})["y"], np.maximum(x, 0))
     mlcc.compile(model, tmp_path / "b", targets=[], shapes={"batch": [2]})
     x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
     np.testing.assert_array_equal(mlcc.load(tmp_path / "b").run({"x": x})["y"], np.maximum(x, 0))
