@@ -88,6 +88,15 @@ def per_tensor(inst: Instruction) -> Instruction | None:
         return None
 
 
+def weight_scale(scale: Instruction | None) -> tuple[Instruction | None, int | None] | None:
+    """A weight's scale as (scalar, None) per tensor or (vector, dim) per axis; (None, None) for no scale; None
+    when it is neither."""
+    if scale is None:
+        return None, None
+    sw = per_tensor(scale)
+    return (sw, None) if sw is not None else per_axis(scale)
+
+
 def per_axis(inst: Instruction) -> tuple[Instruction, int] | None:
     """(vector, dim) when inst is a 1-D value broadcast along one dim of its result."""
     if inst.opcode == "convert" and _exact_convert(inst):
@@ -139,14 +148,10 @@ def _operands(rw: Rewriter, root: Instruction) -> Operands | None:
         zx = per_tensor(x.zero)
         if zx is None:
             return None
-    sw, sw_dim = None, None
-    if w.scale is not None:
-        sw = per_tensor(w.scale)
-        if sw is None:
-            found = per_axis(w.scale)
-            if found is None:
-                return None
-            sw, sw_dim = found
+    found = weight_scale(w.scale)
+    if found is None:
+        return None
+    sw, sw_dim = found
     return Operands(x, w, sx, zx, sw, sw_dim)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from mlcc.hlo.ir import Instruction, Shape, is_float
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, op, var
-from mlcc.hlo.passes.quantized_dot import Dequantized, Operands, per_axis, per_tensor, scale_epilogue
+from mlcc.hlo.passes.quantized_dot import Dequantized, Operands, per_tensor, scale_epilogue, weight_scale
 from mlcc.hlo.shape_inference import FP8_DOT, conv_dim_labels
 
 
@@ -46,14 +46,10 @@ def _operands(root: Instruction) -> Operands | None:
     sx = per_tensor(x.scale) if x.scale is not None else None
     if x.scale is not None and sx is None:
         return None
-    sw, sw_dim = None, None
-    if w.scale is not None:
-        sw = per_tensor(w.scale)
-        if sw is None:
-            found = per_axis(w.scale)
-            if found is None:
-                return None
-            sw, sw_dim = found
+    found = weight_scale(w.scale)
+    if found is None:
+        return None
+    sw, sw_dim = found
     return Operands(x, w, sx, None, sw, sw_dim)
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, full, require_float, scalar_op, static_dims
+from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, repeat_heads, full, require_float, scalar_op, static_dims
 from mlcc.frontend.onnx.ops.shape_ops import slice_axis
 from mlcc.frontend.onnx.registry import OnnxNode, Result, onnx_op
 from mlcc.frontend.onnx.types import ir_dtype
@@ -138,16 +138,6 @@ def _attention_bias(b: Builder, node: OnnxNode, dtype: str, mask: Instruction | 
     return bias
 
 
-def _repeat_heads(b: Builder, x: Instruction, heads: int) -> Instruction:
-    """[B, Hkv, S, D] -> [B, heads, S, D], each KV head repeated heads / Hkv times in a row."""
-    batch, kv_heads, seq, dim = x.shape.dims
-    if kv_heads == heads:
-        return x
-    reps = heads // kv_heads  # type: ignore[operator]
-    wide = broadcast_in_dims(b, x, (batch, kv_heads, reps, seq, dim), [0, 1, 3, 4])
-    return b.reshape(wide, (batch, heads, seq, dim))
-
-
 def _spelled_out(b: Builder, node: OnnxNode, q: Instruction, k: Instruction, v: Instruction,
                  bias: Instruction | None, scale: float, softcap: float, mode: int, precision: str | None,
                  causal: bool, past: int) -> tuple[Instruction, Instruction]:
@@ -160,7 +150,7 @@ def _spelled_out(b: Builder, node: OnnxNode, q: Instruction, k: Instruction, v: 
         bias = causal_bias if bias is None else b.elementwise("add", bias, causal_bias)
     if heads % k.shape.dims[1]:  # type: ignore[operator]
         raise node.error(f"{heads} query heads do not share {k.shape.dims[1]} key/value heads evenly")
-    k, v = _repeat_heads(b, k, heads), _repeat_heads(b, v, heads)  # type: ignore[arg-type]
+    k, v = repeat_heads(b, k, heads), repeat_heads(b, v, heads)  # type: ignore[arg-type]
     root = float(np.sqrt(scale))
     scores = b.op("dot", [scalar_op(b, "multiply", q, root), scalar_op(b, "multiply", k, root)],
                   lhs_batch_dims=(0, 1), lhs_contracting_dims=(3,), rhs_batch_dims=(0, 1), rhs_contracting_dims=(3,))
@@ -296,7 +286,7 @@ def import_linear_attention(b: Builder, node: OnnxNode) -> list[Result]:
         outer = b.op("multiply", [broadcast_in_dims(b, k_t, state_dims, [0, 1, 2]),
                                   broadcast_in_dims(b, v_t, state_dims, [0, 1, 3])])
         state = b.op("add", [state, outer])
-        read = _repeat_heads(b, state, q_heads)  # [B, Hq, dk, dv]
+        read = repeat_heads(b, state, q_heads)  # [B, Hq, dk, dv]
         o_t = b.op("dot", [at(q, t), read], lhs_batch_dims=(0, 1), lhs_contracting_dims=(2,),
                    rhs_batch_dims=(0, 1), rhs_contracting_dims=(2,))  # [B, Hq, dv]
         outputs.append(b.reshape(scalar_op(b, "multiply", o_t, scale), (batch, 1, q_heads * dv)))

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import onnx
 
-from mlcc.frontend.onnx.ops.helpers import broadcast_in_dims, require_float, scalar_op
+from mlcc.frontend.onnx.ops.helpers import repeat_heads, require_float, scalar_op
 from mlcc.frontend.onnx.registry import OnnxNode, Result, Tensor, onnx_op
 from mlcc.frontend.onnx.types import ir_dtype
 from mlcc.hlo.builder import Builder
@@ -24,16 +24,6 @@ from mlcc.hlo.ir import Instruction
 
 PREVIEW_DOMAIN = "ai.onnx.preview"
 SOFTMAX_PRECISIONS = ("f16", "bf16", "f32", "f64")
-
-
-def _repeat_heads(b: Builder, x: Instruction, heads: int) -> Instruction:
-    """[B, Hkv, S, D] -> [B, heads, S, D], query head h reading K/V head h // (heads / Hkv)."""
-    batch, kv_heads, seq, dim = x.shape.dims
-    if kv_heads == heads:
-        return x
-    reps = heads // kv_heads  # type: ignore[operator]
-    wide = broadcast_in_dims(b, x, (batch, kv_heads, reps, seq, dim), [0, 1, 3, 4])
-    return b.reshape(wide, (batch, heads, seq, dim))
 
 
 def _modify(b: Builder, node: OnnxNode, attr: str, x: Instruction) -> Instruction:
@@ -84,7 +74,7 @@ def import_flex_attention(b: Builder, node: OnnxNode) -> list[Result]:
         work = "f64" if dtype == "f64" else "f32"
     scale = float(node.attr("scale", 1.0 / math.sqrt(head)))
     root = float(np.asarray(np.sqrt(np.float32(scale)), numpy_dtype(dtype)))
-    k, v = _repeat_heads(b, k, heads), _repeat_heads(b, v, heads)
+    k, v = repeat_heads(b, k, heads), repeat_heads(b, v, heads)
     scores = b.op("dot", [scalar_op(b, "multiply", q, root), scalar_op(b, "multiply", k, root)],
                   lhs_batch_dims=(0, 1), lhs_contracting_dims=(3,), rhs_batch_dims=(0, 1), rhs_contracting_dims=(3,))
     scores = b.convert(scores, work)

@@ -96,3 +96,14 @@ def broadcast_inputs(b: Builder, node: OnnxNode, indices: Sequence[int], dtype: 
         else:
             out.append(b.broadcast_to(b.convert(node.input(i), dtype) if dtype else node.input(i), dims))
     return out
+
+
+def repeat_heads(b: Builder, x: Instruction, heads: int) -> Instruction:
+    """[B, Hkv, S, D] -> [B, heads, S, D] for grouped-query attention: query head h reads K/V head
+    h // (heads / Hkv), each KV head repeated heads / Hkv times in a row."""
+    batch, kv_heads, seq, dim = x.shape.dims
+    if kv_heads == heads:
+        return x
+    reps = heads // kv_heads  # type: ignore[operator]
+    wide = broadcast_in_dims(b, x, (batch, kv_heads, reps, seq, dim), [0, 1, 3, 4])
+    return b.reshape(wide, (batch, heads, seq, dim))

@@ -33,22 +33,6 @@ def _numbers(cx: Context, op: Op, key: str) -> dict[str, Any]:
     return dn
 
 
-def _index_vector_last(cx: Context, indices: Instruction, ivd: int) -> Instruction:
-    """Indices with the index vector as their last dim (added when index_vector_dim == rank)."""
-    rank = indices.shape.rank
-    if ivd == rank:
-        return cx.b.reshape(indices, tuple(indices.shape.dims) + (1,))
-    if ivd == rank - 1:
-        return indices
-    perm = [d for d in range(rank) if d != ivd] + [ivd]
-    return cx.b.transpose(indices, perm)
-
-
-def _moved(dim: int, ivd: int, rank: int) -> int:
-    """Where indices dim ``dim`` lands once the index vector dim has been moved last."""
-    return dim - 1 if ivd < rank and dim > ivd else dim
-
-
 def _add_coordinates(cx: Context, indices: Instruction, positions: list[int]) -> Instruction:
     """Extend every index vector with its own coordinate along each of the given indices dims."""
     dims = tuple(indices.shape.dims)
@@ -88,15 +72,15 @@ def import_gather(cx: Context, op: Op, args: list[Instruction]) -> Results:
     batch = [n for i, n in enumerate(indices.shape.dims) if i != ivd]
     if (all(sizes[d] == dims[d] for d in whole) and all(sizes[d] == 1 for d in indexed)
             and set(dropped) <= set(indexed) and len(set(indexed)) == len(indexed)):
-        vectors = _index_vector_last(cx, indices, ivd)
+        vectors = full_index.index_vector_last(cx, indices, ivd)
         if batching:  # each batching dim becomes one more indexed dim, indexed by its own coordinate
-            vectors = _add_coordinates(cx, vectors, [_moved(d, ivd, rank) for d in indices_batching])
+            vectors = _add_coordinates(cx, vectors, [full_index.moved(d, ivd, rank) for d in indices_batching])
         if vectors.shape.dims[-1] != len(indexed):
             raise cx.error(op, f"index vectors have {vectors.shape.dims[-1]} entries for {len(indexed)} "
                                "start_index_map dims")
         return _gather_rows(cx, op, data, vectors, indexed, dropped, offset_dims)
     if all(b == 1 for b in batch) and not batching:
-        return _gather_slice(cx, op, data, _index_vector_last(cx, indices, ivd), start_map, sizes)
+        return _gather_slice(cx, op, data, full_index.index_vector_last(cx, indices, ivd), start_map, sizes)
     return full_index.gather(cx, op, data, indices, offset_dims=offset_dims, collapsed=collapsed,
                              operand_batching=batching, indices_batching=indices_batching, start_map=start_map,
                              ivd=ivd, sizes=sizes)
@@ -193,9 +177,9 @@ def _scatter_rows(cx: Context, data: Instruction, indices: Instruction, updates:
                   kind: str) -> Instruction:
     """Whole rows written at index vectors: one scatter-nd on the operand with its indexed dims first."""
     rank = indices.shape.rank
-    indices = _index_vector_last(cx, indices, ivd)
+    indices = full_index.index_vector_last(cx, indices, ivd)
     if batching:
-        indices = _add_coordinates(cx, indices, [_moved(d, ivd, rank) for d in indices_batching])
+        indices = _add_coordinates(cx, indices, [full_index.moved(d, ivd, rank) for d in indices_batching])
         to_operand = to_operand + batching
     dims = list(data.shape.dims)
     whole = [d for d in range(data.shape.rank) if d not in to_operand]
