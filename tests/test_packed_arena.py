@@ -18,7 +18,10 @@ from mlcc.frontend.onnx import import_onnx
 from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.parser import parse_module
 from mlcc.hlo.printer import format_module
-from mlcc.pipeline import compile_pipeline
+from mlcc.hlo.passes.packed_arena import PackArenaValues
+from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
+from mlcc.hlo.verifier import verify_module
+from mlcc.pipeline import compile_pipeline, phases
 
 TYPES = {"s4": (TensorProto.INT4, 4, ml_dtypes.int4), "u4": (TensorProto.UINT4, 4, ml_dtypes.uint4),
          "s2": (TensorProto.INT2, 2, ml_dtypes.int2), "u2": (TensorProto.UINT2, 2, ml_dtypes.uint2)}
@@ -49,7 +52,7 @@ def _x(dtype: str, m: int, k: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("dtype,m,k", [("s4", 5, 7), ("u4", 4, 6), ("s2", 3, 5), ("u2", 2, 7), ("s4", 1, 1),
-                                       ("u2", 4, 4)])
+                                       ("u2", 4, 4), ("s4", 33, 129), ("u2", 17, 131)])
 def test_a_4_or_2_bit_arena_value_is_stored_packed(tmp_path, dtype, m, k):
     model = _model(dtype, m, k)
     path = tmp_path / "m.onnx"
@@ -80,3 +83,31 @@ def test_the_packed_arena_value_prints_parses_and_evaluates_back(tmp_path):
     want = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_array_equal(np.asarray(got["c"]), want[1])
     np.testing.assert_allclose(np.asarray(got["y"]), want[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", list(TYPES))
+def test_the_pass_takes_fused_ir_text_and_keeps_its_meaning(dtype):
+    """IR text in (the fused module, the pass disabled), IR text out: the same values, the 4- or 2-bit
+    value's kernel returning its packed bytes and both readers taking them."""
+    model = _model(dtype, 3, 7)
+    module = import_onnx(model)
+    fused = Pipeline("to-fusion", [p for p in phases() if p.name in ("simplify", "recognize", "precision",
+                                                                     "layouts", "fusion")])
+    fused.run(module, PipelineOptions(disabled=frozenset({"pack-arena-values"})))
+    before = parse_module(format_module(module))
+    before.constants = module.constants  # text holds a weight by its ref
+    assert f"{dtype}[3,7]{{1,0}} fusion(" in format_module(before)
+    after = parse_module(format_module(before))
+    assert PackArenaValues().run(after)
+    verify_module(after)
+    text = format_module(after)
+    nbytes = -(-21 * TYPES[dtype][1] // 8)
+    assert f"{dtype}[3,7]{{1,0}} fusion(" not in text and f"u8[{nbytes}]{{0}} fusion(" in text
+    assert text.count(f"u8[{nbytes}]{{0}} parameter(0)") == 2  # both readers unpack the bytes
+    assert not PackArenaValues().run(parse_module(text))  # nothing left to pack
+    x = _x(dtype, 3, 7)
+    again = parse_module(text)
+    again.constants = module.constants
+    want, got = evaluate(before, {"x": x}), evaluate(again, {"x": x})
+    np.testing.assert_array_equal(np.asarray(got["c"]), np.asarray(want["c"]))
+    np.testing.assert_array_equal(np.asarray(got["y"]), np.asarray(want["y"]))
