@@ -111,3 +111,17 @@ def test_the_pass_takes_fused_ir_text_and_keeps_its_meaning(dtype):
     want, got = evaluate(before, {"x": x}), evaluate(again, {"x": x})
     np.testing.assert_array_equal(np.asarray(got["c"]), np.asarray(want["c"]))
     np.testing.assert_array_equal(np.asarray(got["y"]), np.asarray(want["y"]))
+
+
+def test_a_bundles_model_hlo_compiles_back_to_the_same_packed_arena(tmp_path):
+    model = _model("s4", 5, 7)
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    mlcc.compile(tmp_path / "b" / "model.hlo", tmp_path / "again", cache_dir="", targets=[])
+    first, again = (json.loads((tmp_path / d / "manifest.json").read_text())["memory_plan"] for d in ("b", "again"))
+    assert again == first and [b["bytes"] for b in first["buffers"] if b["dtype"] == "u8"] == [18]
+    x = _x("s4", 5, 7)
+    got = mlcc.load(tmp_path / "again", device="cpu").run({"x": x})
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got["c"], want[1])
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-6, atol=1e-6)
