@@ -83,7 +83,7 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
         # Fusion is an optimization: with it disabled every op is its own kernel, and the decisions are still final.
         Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), PackArenaValues(),
-                                    DeadCodeElimination()], requires=frozenset({LAYOUTS}),
+                          DeadCodeElimination()], requires=frozenset({LAYOUTS}),
               guarantees=frozenset({FUSED})),
         Phase("schedule", [Schedule()], requires=frozenset({LAYOUTS, FUSED}), guarantees=frozenset({SCHEDULED}),
               essential=frozenset({"schedule"})),
