@@ -25,6 +25,7 @@ from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
 from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
 from mlcc.hlo.passes.multi_output import MultiOutputFusion
+from mlcc.hlo.passes.packed_arena import PackArenaValues
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
 from mlcc.hlo.passes.precision import ReducedPrecision
@@ -81,7 +82,8 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
                           SinkBitcasts(), DeadCodeElimination()],
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
         # Fusion is an optimization: with it disabled every op is its own kernel, and the decisions are still final.
-        Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), DeadCodeElimination()], requires=frozenset({LAYOUTS}),
+        Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), PackArenaValues(),
+                          DeadCodeElimination()], requires=frozenset({LAYOUTS}),
               guarantees=frozenset({FUSED})),
         Phase("schedule", [Schedule()], requires=frozenset({LAYOUTS, FUSED}), guarantees=frozenset({SCHEDULED}),
               essential=frozenset({"schedule"})),

@@ -1,0 +1,148 @@
+"""4- and 2-bit values materialized in the arena are stored packed (README "The bundle").
+
+After fusion, a value of type s4, u4, s2 or u2 that one kernel stores and other kernels load takes a byte a
+value in the arena unless it is packed. This pass rewrites such a value as packed outputs and inputs are
+(mlcc/hlo/blockquant.py): the producing loop kernel's root becomes the value's ONNX-order bytes,
+u8[ceil(n * bits / 8)], each byte computed whole from its own values (so no two programs share a byte), and
+every loading loop kernel takes those bytes and unpacks them in its loads. The buffer plan, the modeled bytes
+and the intent then see the packed size through the u8 shape.
+
+Only values with static dims in the default (row-major) layout, made by a loop kernel and read only by loop
+kernels, are rewritten; an elementwise op left unfused becomes a loop fusion of itself first. A value a
+reduction, contraction or attention kernel stores or loads, one an output or a view reads, keeps a byte a
+value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_bytes, unpacked
+from mlcc.hlo.ir import Computation, Instruction, Module, Shape
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS
+from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
+from mlcc.hlo.shape_inference import infer_shape
+
+
+class _Emitter:
+    """The Builder's methods blockquant uses, appending to a fused computation (sorted after)."""
+
+    def __init__(self, comp: Computation, origin: tuple[str, ...]) -> None:
+        self.comp = comp
+        self.origin = origin
+
+    def _add(self, opcode: str, operands: Sequence[Instruction], shape: Any, attrs: dict[str, Any]) -> Instruction:
+        inst = Instruction(self.comp.unique_name(opcode), opcode, shape, operands, attrs, origin=self.origin)
+        return self.comp.add(inst)
+
+    def op(self, opcode: str, operands: Sequence[Instruction], shape: Shape | None = None, **attrs: Any) -> Instruction:
+        attrs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()}
+        result = infer_shape(opcode, [o.shape for o in operands], attrs, shape)
+        result = Shape(result.dtype, result.dims)  # row-major, as every value here is
+        if opcode == "reshape" and preserves_byte_order(operands[0].shape, result):
+            opcode = "bitcast"  # what reshape-to-bitcast made of every row-major reshape before fusion
+        return self._add(opcode, operands, result, attrs)
+
+    def constant(self, data: Any, dtype: str, ref_hint: str = "c") -> Instruction:
+        arr = np.asarray(data)
+        return self._add("constant", (), Shape(dtype, arr.shape), {"value": tuple(int(v) for v in arr.reshape(-1))})
+
+    def splat(self, value: int, dtype: str, dims: Sequence[Any] = ()) -> Instruction:
+        attrs: dict[str, Any] = {"splat": int(value)} if dims else {"value": (int(value),)}
+        return self._add("constant", (), Shape(dtype, tuple(dims)), attrs)
+
+    def reshape(self, x: Instruction, dims: Sequence[Any]) -> Instruction:
+        if tuple(dims) == tuple(x.shape.dims):
+            return x
+        return self.op("reshape", [x], Shape(x.shape.dtype, tuple(dims)))
+
+    def convert(self, x: Instruction, dtype: str) -> Instruction:
+        if x.shape.dtype == dtype:
+            return x
+        return self.op("convert", [x], Shape(dtype, x.shape.dims))
+
+
+def _loop_kernel(inst: Instruction) -> bool:
+    """A loop fusion, or an elementwise op left unfused (a loop kernel of its own)."""
+    if inst.opcode == "fusion":
+        return inst.attrs.get("kind") == "loop" and isinstance(inst.shape, Shape)
+    return inst.opcode in ELEMENTWISE_OPS
+
+
+def _packable(inst: Instruction) -> bool:
+    s = inst.shape
+    if not isinstance(s, Shape) or s.dtype not in PACKED_DTYPE_BITS or not s.rank or not s.is_static:
+        return False
+    if not s.numel or not s.is_row_major() or not inst.users or not _loop_kernel(inst):
+        return False
+    return all(_loop_kernel(u) and u.parent is inst.parent for u in inst.users)
+
+
+class PackArenaValues(Pass):
+    name = "pack-arena-values"
+
+    def run(self, module: Module) -> bool:
+        comp = module.entry
+        names = {c.name for c in module.computations}
+        changed, again = False, True
+        while again:  # a loading kernel wrapped into a fusion may store a 4/2-bit value of its own
+            again = False
+            for inst in list(comp.instructions):
+                if inst.parent is comp and _packable(inst):
+                    self._pack(module, comp, inst, names)
+                    changed = again = True
+        return changed
+
+    def _pack(self, module: Module, comp: Computation, value: Instruction, names: set[str]) -> None:
+        dtype, dims = value.shape.dtype, tuple(int(d) for d in value.shape.dims)
+        users = list(dict.fromkeys(value.users))
+        value = _as_fusion(module, comp, value, names)
+        body = value.called
+        e = _Emitter(body, value.origin)
+        body.root = packed_bytes(e, body.root)
+        body.topological_sort()
+        value.shape = body.root.shape
+        for user in users:
+            user = _as_fusion(module, comp, user, names)
+            ubody = user.called
+            for i, operand in enumerate(user.operands):
+                if operand is not value:
+                    continue
+                param = next(p for p in ubody.parameters() if p.attrs["index"] == i)
+                readers = list(dict.fromkeys(param.users))
+                param.shape = value.shape
+                values = unpacked(_Emitter(ubody, user.origin), param, dtype, dims)
+                for r in readers:
+                    for j, o in enumerate(r.operands):
+                        if o is param:
+                            r.set_operand(j, values)
+                if ubody.root is param:
+                    ubody.root = values
+            ubody.topological_sort()
+
+
+def _as_fusion(module: Module, comp: Computation, inst: Instruction, names: set[str]) -> Instruction:
+    """inst itself when a fusion, else a loop fusion of inst alone, put in its place."""
+    if inst.opcode == "fusion":
+        return inst
+    hint, n = f"fused_loop.{inst.name}", 1
+    name = hint
+    while name in names:
+        name, n = f"{hint}.{n}", n + 1
+    names.add(name)
+    body = Computation(name)
+    params = list(dict.fromkeys(inst.operands))
+    mapping = {id(p): body.add(Instruction(f"param_{i}", "parameter", p.shape, (), {"index": i}))
+               for i, p in enumerate(params)}
+    body.root = body.add(Instruction(inst.name, inst.opcode, inst.shape, [mapping[id(o)] for o in inst.operands],
+                                     inst.attrs, inst.called, inst.origin))
+    module.add_computation(body)
+    fused = Instruction(comp.unique_name(f"fusion.{inst.name}"), "fusion", inst.shape, params, {"kind": "loop"},
+                        body, inst.origin)
+    comp.insert_before(inst, fused)
+    inst.replace_all_uses_with(fused)
+    comp.remove(inst)
+    return fused
