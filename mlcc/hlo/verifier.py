@@ -49,19 +49,27 @@ def _storage_dtypes(shape) -> list[str]:
     return [shape.dtype] if is_storage(shape.dtype) else []
 
 
+def storage_misuse(inst: Instruction) -> str | None:
+    """The storage type (fp8, fp4, 4- or 2-bit int) inst computes on although it is not a storage op, or None.
+    The ONNX importer checks it too: a model that applies such an op to such a type breaks the op's type
+    constraints (bad input), where after a pass it is a bug."""
+    if inst.opcode in STORAGE_OPS:
+        return None
+    if inst.opcode in ("dot", "convolution") and inst.shape.dtype == "f32" and all(
+            o.shape.dtype in FP8_DOT for o in inst.operands):
+        return None  # an fp8 contraction: the tensor cores multiply e4m3 values (mlcc/hlo/passes/quantized_fp8.py)
+    found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]
+    return found[0] if found else None
+
+
 def _check_storage(inst: Instruction, where: str, errors: list[str]) -> None:
     if inst.opcode == "bitcast-convert" and not inst.shape.is_tuple and inst.operands:
         src, dst = inst.operands[0].shape.dtype, inst.shape.dtype
         if (is_storage(src) or is_storage(dst)) and DTYPE_BITS[src] != DTYPE_BITS[dst]:
             errors.append(f"{where}: reinterprets {DTYPE_BITS[src]}-bit {src} as {DTYPE_BITS[dst]}-bit {dst}")
-    if inst.opcode in STORAGE_OPS:
-        return
-    if inst.opcode in ("dot", "convolution") and inst.shape.dtype == "f32" and all(
-            o.shape.dtype in FP8_DOT for o in inst.operands):
-        return  # an fp8 contraction: the tensor cores multiply e4m3 values (mlcc/hlo/passes/quantized_fp8.py)
-    found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]
+    found = storage_misuse(inst)
     if found:
-        errors.append(f"{where}: takes {found[0]}, a storage type (convert it to a wide type first)")
+        errors.append(f"{where}: takes {found}, a storage type (convert it to a wide type first)")
 
 
 def verify_instruction(inst: Instruction, errors: list[str]) -> None:

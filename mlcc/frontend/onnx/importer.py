@@ -25,7 +25,7 @@ from mlcc.frontend.onnx.loading import dense_of_sparse, detach_mapped, load_mode
 from mlcc.frontend.onnx.registry import (COUNT_SYMBOL, Deferred, ImportContext, OnnxNode, Result, Rule, Tensor, find_rule,
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
-from mlcc.frontend.onnx.types import INT32_DATA_RANGES, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
+from mlcc.frontend.onnx.types import INT32_DATA_RANGES, ONNX_OF_IR_DTYPE, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_bytes, unpacked
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
@@ -33,6 +33,7 @@ from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
 from mlcc.hlo.ir import MAX_VALUE_BYTES, Dim, Instruction, Module, Shape
 from mlcc.hlo.shape_inference import ShapeError
 from mlcc.hlo.symbolic import NAME, Sym
+from mlcc.hlo.verifier import storage_misuse
 from mlcc.names import sanitize_identifier
 
 FOLD_LIMIT = 4096  # a node with all inputs known is computed at import when each output has at most this many elements
@@ -73,6 +74,7 @@ def import_onnx(model: str | os.PathLike | onnx.ModelProto, *, shapes: InputShap
     importer = _GraphImporter(proto, label, module_name, symbols, mapped, ranges)
     importer.ctx.count_bounds = {k: _symbol_ranges({k: v}, {k}, {}, label)[k] for k, v in counted.items()}
     module = importer.run()
+    _check_storage_types(module, label)
     unused = sorted(set(counted) - set(module.symbols))
     if unused:
         raise InvalidModelError(f"dim_ranges names '{unused[0]}', which is neither a symbolic dim of the model "
@@ -175,6 +177,17 @@ def _prepare(model: onnx.ModelProto, label: str | None,
         return onnx.shape_inference.infer_shapes(model, data_prop=True), symbols, renamed
     except Exception as e:  # onnx raises InferenceError and, for some ops, plain RuntimeError
         raise InvalidModelError(f"ONNX shape inference fails: {_first_line(e)}", file=label) from None
+
+
+def _check_storage_types(module: Module, label: str) -> None:
+    """InvalidModelError (exit 65) naming the node whose op computes on an fp8, fp4, 4- or 2-bit value: ONNX
+    allows those types only in casts, quantize/dequantize and data movement (ReduceSum of an INT4 tensor breaks
+    ReduceSum's type constraint, which onnx's checker does not enforce)."""
+    for inst in module.entry.instructions:
+        found = storage_misuse(inst)
+        if found is not None and inst.origin:
+            raise InvalidModelError(f"node '{inst.origin[0]}': its op does not take {onnx_type_name(ONNX_OF_IR_DTYPE[found])} "
+                                    f"values (the op's type constraints)", file=label)
 
 
 def _dim_protos(model: onnx.ModelProto) -> list[onnx.TensorShapeProto.Dimension]:
