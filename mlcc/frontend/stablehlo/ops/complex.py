@@ -221,7 +221,7 @@ def import_constant(cx: Context, op: Op, args: list[Any]) -> Any:
     value = getattr(op.attrs.get("value"), "array", None)
     if value is None or value.dtype.kind != "c":
         raise cx.error(op, "a complex constant needs a dense complex value")
-    return Complex(cx.constant(np.ascontiguousarray(value.real)), cx.constant(np.ascontiguousarray(value.imag)))
+    return Complex(cx.constant(np.array(value.real)), cx.constant(np.array(value.imag)))
 
 
 @complex_op("stablehlo.complex")
@@ -240,6 +240,11 @@ def import_real_imag(cx: Context, op: Op, args: list[Any]) -> Any:
     if isinstance(z, Complex):
         return z.re if op.name == "stablehlo.real" else z.im
     return z if op.name == "stablehlo.real" else _const(cx, 0.0, z)  # the spec's real and imag of a float
+
+
+@stablehlo_op("chlo.conj")
+def import_real_conj(cx: Context, op: Op, args: list[Any]) -> Any:
+    return args[0]  # a real value is its own conjugate (the complex form is in UNARY)
 
 
 @complex_op("stablehlo.convert")
