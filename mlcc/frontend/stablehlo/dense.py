@@ -141,6 +141,8 @@ def _nested(items: list[Any]) -> tuple[tuple[int, ...], list[Element]]:
 
 
 def _scalars(elements: list[Element], ir_dtype: str, dtype: np.dtype) -> np.ndarray:
+    if any(e.kind == "complex" for e in elements):
+        raise DenseError(f"complex literal for the real type {ir_dtype}")
     if ir_dtype in _FLOAT_BITS:
         if all(e.kind != "hex" for e in elements):
             return np.array([float(e.text) if e.kind != "bool" else float(e.text == "true")

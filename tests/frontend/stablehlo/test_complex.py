@@ -12,7 +12,7 @@ import pytest
 from shlo_programs import MLIR_TYPES, run_kernels
 
 import mlcc
-from mlcc.frontend.stablehlo import StableHLOUnsupportedError, import_stablehlo
+from mlcc.frontend.stablehlo import StableHLOParseError, StableHLOUnsupportedError, import_stablehlo
 from mlcc.hlo.evaluator import evaluate
 from mlcc.hlo.verifier import verify_module
 
@@ -74,6 +74,7 @@ def test_unary(name, dtype):
     z[0, 0] = 0.25j if name not in ("log", "rsqrt", "sign") else z[0, 0]  # on the imaginary axis
     z[0, 1] = -0.75  # on the real axis: the branch cut of log and sqrt from above (+0 imaginary part)
     z[0, 2] = 1e-4 + 2e-4j  # near 0 (expm1, log1p without cancellation)
+    z[0, 3] = complex(-0.5, -0.0)  # below the branch cut (the imaginary part's sign decides log's and sqrt's)
     want = UNARY[name](z.astype(np.complex128))
     out_t = PART[np.dtype(dtype)] if name == "abs" else dtype
     text = program([z], [(z.shape, out_t)],
@@ -395,6 +396,13 @@ def test_a_bundle_refuses_complex_inputs_and_outputs(tmp_path, where, message):
         mlcc.compile(tmp_path / "p.mlir", tmp_path / "b", targets=[])
     assert info.value.exit_code == 69
     assert "p.mlir" in str(info.value)
+
+
+def test_a_complex_literal_for_a_real_type_is_a_parse_error():
+    text = "func.func @main() -> tensor<f32> {\n  %0 = stablehlo.constant dense<(1.0, 2.0)> : tensor<f32>\n" \
+           "  return %0 : tensor<f32>\n}\n"
+    with pytest.raises(StableHLOParseError, match="2:27: complex literal for the real type f32"):
+        import_stablehlo(text)
 
 
 def test_ops_without_a_complex_form_are_refused_by_name():

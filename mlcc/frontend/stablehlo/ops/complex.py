@@ -89,7 +89,8 @@ def log(cx: Context, z: Complex) -> Complex:
 
 
 def sqrt(cx: Context, z: Complex) -> Complex:
-    """The principal root: t = sqrt((|z| + |a|) / 2); (t, b / 2t) for a >= 0, else (|b| / 2t, t with b's sign)."""
+    """The principal root: t = sqrt((|z| + |a|) / 2); (t, b / 2t) for a >= 0, else (|b| / 2t, t with b's sign,
+    so -x - 0i, below the branch cut, has a negative imaginary root as in C's csqrt)."""
     a, b = z
     zero = _const(cx, 0.0, a)
     t = _op(cx, "sqrt", _op(cx, "multiply", _op(cx, "add", hypot(cx, a, b), _op(cx, "abs", a)), _const(cx, 0.5, a)))
@@ -97,7 +98,8 @@ def sqrt(cx: Context, z: Complex) -> Complex:
     tiny = _cmp(cx, t, zero, "EQ")
     other = _select(cx, tiny, zero, _op(cx, "divide", b, t2))
     other_abs = _select(cx, tiny, zero, _op(cx, "divide", _op(cx, "abs", b), t2))
-    signed_t = _select(cx, _cmp(cx, b, zero, "LT"), _op(cx, "negate", t), t)
+    negative_b = _cmp(cx, _op(cx, "atan2", b, _const(cx, -1.0, b)), zero, "LT")  # b's sign bit: -0 included
+    signed_t = _select(cx, negative_b, _op(cx, "negate", t), t)
     nonneg = _cmp(cx, a, zero, "GE")
     return Complex(_select(cx, nonneg, t, other_abs), _select(cx, nonneg, other, signed_t))
 
