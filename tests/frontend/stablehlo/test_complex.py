@@ -410,3 +410,32 @@ def test_ops_without_a_complex_form_are_refused_by_name():
     text = f"func.func @main(%arg0: {t}) -> {t} {{\n  %0 = stablehlo.maximum %arg0, %arg0 : {t}\n  return %0 : {t}\n}}\n"
     with pytest.raises(StableHLOUnsupportedError, match="stablehlo.maximum: this op on complex values is not supported"):
         import_stablehlo(text, complex_io=True)
+
+
+@pytest.mark.parametrize("dtype", COMPLEX)
+def test_reduce_window_sum_scatter_replace_iota_and_barrier(dtype):
+    x = cplx(2, 6, dtype=dtype)
+    idx = np.array([[1], [0]], np.int32)
+    upd = cplx(2, 6, dtype=dtype)
+    t, s, w = tensor(x.shape, dtype), tensor((), dtype), tensor((2, 4), dtype)
+    it = tensor(idx.shape, np.int32)
+    body = f"""    %z = stablehlo.constant dense<(0.0, 0.0)> : {s}
+    %r = "stablehlo.reduce_window"(%arg0, %z) <{{window_dimensions = array<i64: 1, 3>, window_strides = array<i64: 1, 1>}}> ({{
+    ^bb0(%a: {s}, %b: {s}):
+      %0 = stablehlo.add %a, %b : {s}
+      stablehlo.return %0 : {s}
+    }}) : ({t}, {s}) -> {w}
+    %sc = "stablehlo.scatter"(%arg0, %arg1, %arg2) <{{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}}> ({{
+    ^bb0(%a: {s}, %b: {s}):
+      stablehlo.return %b : {s}
+    }}) : ({t}, {it}, {t}) -> {t}
+    %io = stablehlo.iota dim = 1 : {t}
+    %bar:2 = stablehlo.optimization_barrier %io, %arg0 : {t}, {t}
+    return %r, %sc, %bar#0, %bar#1 : {w}, {t}, {t}, {t}"""
+    windows, scattered, iota, barrier = evaluate_text(
+        program([x, idx, upd], [((2, 4), dtype)] + [(x.shape, dtype)] * 3, body), [x, idx, upd], [True] * 4)
+    want = sum(x.astype(np.complex128)[:, k:k + 4] for k in range(3))
+    check(windows, want, dtype)
+    np.testing.assert_array_equal(scattered, upd[::-1])
+    np.testing.assert_array_equal(iota, np.broadcast_to(np.arange(6), (2, 6)))
+    np.testing.assert_array_equal(barrier, x)
