@@ -400,6 +400,12 @@ def import_module(parsed: ParsedModule, name: str | None = None, *, complex_io: 
                                             file=parsed.filename, line=entry.line, col=entry.col)
         params.append(_complex_parameter(cx, f"arg{i}", t) if t.complex_part is not None
                       else cx.b.parameter(f"arg{i}", Shape(t.dtype, t.dims)))
+    for i, t in enumerate(entry.result_types):
+        if is_complex_type(t) and not complex_io:
+            raise StableHLOUnsupportedError(f"result {i} of @{entry.name} (out{i}) is complex ({t}): complex inputs "
+                                            "and outputs are not supported in a bundle (return the real and "
+                                            "imaginary parts as two real tensors)",
+                                            file=parsed.filename, line=entry.line, col=entry.col)
     outputs = cx.import_function(entry, params)
     for i, out in enumerate(outputs):
         if isinstance(out, Complex) and not complex_io:
