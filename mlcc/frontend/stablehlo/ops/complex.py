@@ -184,8 +184,20 @@ UNARY = {
 }
 BINARY = {
     "stablehlo.multiply": mul, "stablehlo.divide": div,
-    "stablehlo.power": lambda cx, x, y: exp(cx, mul(cx, y, log(cx, x))),  # x^y = exp(y log x)
+    "stablehlo.power": lambda cx, x, y: _power(cx, x, y),
 }
+
+
+def _power(cx: Context, x: Complex, y: Complex) -> Complex:
+    """exp(y log x); at x = 0 (where log x is -inf): 1 for y = 0, 0 for Re y > 0 (as numpy and XLA)."""
+    p = exp(cx, mul(cx, y, log(cx, x)))
+    zero = _const(cx, 0.0, x.re)
+    at_zero = _op(cx, "and", _cmp(cx, x.re, zero, "EQ"), _cmp(cx, x.im, zero, "EQ"))
+    y_zero = _op(cx, "and", _cmp(cx, y.re, zero, "EQ"), _cmp(cx, y.im, zero, "EQ"))
+    re = _select(cx, at_zero, _select(cx, y_zero, _const(cx, 1.0, zero), _select(cx, _cmp(cx, y.re, zero, "GT"),
+                                                                              zero, p.re)), p.re)
+    im = _select(cx, _op(cx, "and", at_zero, _op(cx, "or", y_zero, _cmp(cx, y.re, zero, "GT"))), zero, p.im)
+    return Complex(re, im)
 
 
 def _complex_args(cx: Context, op: Op, args: list[Any]) -> list[Complex]:
