@@ -18,8 +18,8 @@ from mlcc.frontend.stablehlo.bytecode import BYTECODE_MAGIC, bytecode_to_text
 from mlcc.frontend.stablehlo.errors import (StableHLOError, StableHLOParseError, StableHLOUnsupportedError,
                                             UnsupportedOpsError)
 from mlcc.frontend.stablehlo.importer import RULES, import_module
-from mlcc.frontend.stablehlo.ops import (contraction, control, data, elementwise, indexing, reduction,  # noqa: F401
-                                         precision, sorting, special, windows)
+from mlcc.frontend.stablehlo.ops import (complex, contraction, control, data, elementwise, fft,  # noqa: F401
+                                         indexing, precision, reduction, sorting, special, windows)
 from mlcc.frontend.stablehlo.parser import Parser
 from mlcc.hlo.ir import Module
 
@@ -52,8 +52,13 @@ def parse_stablehlo(source: str | bytes | os.PathLike):
     return Parser(text, filename).parse_module()
 
 
-def import_stablehlo(path_or_text: str | bytes | os.PathLike, *, name: str | None = None) -> Module:
-    """Import a StableHLO module: a path, MLIR text, or the bytes of a file (text or bytecode)."""
+def import_stablehlo(path_or_text: str | bytes | os.PathLike, *, name: str | None = None,
+                     complex_io: bool = False) -> Module:
+    """Import a StableHLO module: a path, MLIR text, or the bytes of a file (text or bytecode).
+
+    Complex values inside the program become pairs of real values. A complex argument or result is refused
+    (exit 69 naming it) unless complex_io: then it is a real tensor with a last dim of 2, the real and
+    imaginary parts (numpy: ``x[..., None].view(x.real.dtype)``; back: ``y[..., 0] + 1j * y[..., 1]``)."""
     text, filename, stem = _read(path_or_text)
     parsed = Parser(text, filename).parse_module()
-    return import_module(parsed, name or parsed.name or stem)
+    return import_module(parsed, name or parsed.name or stem, complex_io=complex_io)

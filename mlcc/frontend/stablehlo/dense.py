@@ -1,6 +1,6 @@
 """Decoding ``dense<...>`` literals into numpy arrays.
 
-Three spellings: a splat (``dense<1.0>``: every element), nested lists
+Three spellings (a complex element is ``(real, imaginary)``; its hex bytes are the two parts in turn): a splat (``dense<1.0>``: every element), nested lists
 (``dense<[[1, 2], [3, 4]]>``) and a hex string (``dense<"0x0000803F...">``: the
 little-endian bytes of every element, one byte per i1, or of one element for a
 splat). A float written as a hex integer (``dense<0xFF800000>``) is its bit pattern.
@@ -44,6 +44,8 @@ def float_from_bits(bits: int, element: str) -> float:
 
 def to_array(literal: Literal, ttype: TensorType) -> np.ndarray:
     """The array a literal denotes at type ttype (raises DenseError when they disagree)."""
+    if ttype.complex_part is not None:
+        return _complex_array(literal, ttype)
     if ttype.dtype is None:
         raise DenseError(f"element type {ttype.element} is not supported")
     if any(d is None for d in ttype.dims):
@@ -64,6 +66,43 @@ def to_array(literal: Literal, ttype: TensorType) -> np.ndarray:
     if len(flat) != count or (len(shape) == len(dims) and shape != dims):
         raise DenseError(f"dense literal of shape {list(shape)} does not match {ttype}")
     return _scalars(flat, ttype.dtype, dtype).reshape(dims)
+
+
+def _complex_array(literal: Literal, ttype: TensorType) -> np.ndarray:
+    """complex<f32> -> complex64, complex<f64> -> complex128: the real and imaginary parts decoded as the part
+    type (a hex literal holds the parts' bytes in turn, real first)."""
+    part = TensorType(ttype.complex_part, ttype.dims)  # type: ignore[arg-type]
+    dims = tuple(int(d) for d in ttype.dims if d is not None)
+    if literal.kind == "hex":
+        pairs = to_array(Literal("hex", literal.data), TensorType(part.element, dims + (2,))) \
+            if _hex_bytes(literal.data) != 2 * numpy_dtype(part.element).itemsize \
+            else np.broadcast_to(to_array(literal, TensorType(part.element, (2,))), dims + (2,))
+        return (pairs[..., 0] + 1j * pairs[..., 1].astype(np.complex128)).astype(_COMPLEX[part.element])
+    real = to_array(_part_literal(literal, 0), part)
+    imag = to_array(_part_literal(literal, 1), part)
+    return (real.astype(np.complex128) + 1j * imag.astype(np.complex128)).astype(_COMPLEX[part.element])
+
+
+_COMPLEX = {"f32": np.complex64, "f64": np.complex128}
+
+
+def _hex_bytes(text: str) -> int:
+    return (len(text) - 2) // 2 if text.startswith("0x") else -1
+
+
+def _part_literal(literal: Literal, index: int) -> Literal:
+    def part(e: Any) -> Any:
+        if isinstance(e, list):
+            return [part(x) for x in e]
+        if e.kind != "complex":  # a real number for a complex element: imaginary part 0
+            return e if index == 0 else Element("int", "0")
+        texts = e.text[1:-1].split(",")
+        if len(texts) != 2:
+            raise DenseError(f"malformed complex element {e.text}")
+        text = texts[index].strip()
+        kind = "hex" if text.startswith("0x") else ("float" if any(c in text for c in ".eEn") else "int")
+        return Element(kind, text)
+    return Literal(literal.kind, part(literal.data))
 
 
 def _from_hex(text: str, ir_dtype: str, dtype: np.dtype, dims: tuple[int, ...], count: int) -> np.ndarray:
@@ -102,6 +141,8 @@ def _nested(items: list[Any]) -> tuple[tuple[int, ...], list[Element]]:
 
 
 def _scalars(elements: list[Element], ir_dtype: str, dtype: np.dtype) -> np.ndarray:
+    if any(e.kind == "complex" for e in elements):
+        raise DenseError(f"complex literal for the real type {ir_dtype}")
     if ir_dtype in _FLOAT_BITS:
         if all(e.kind != "hex" for e in elements):
             return np.array([float(e.text) if e.kind != "bool" else float(e.text == "true")

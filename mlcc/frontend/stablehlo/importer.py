@@ -8,11 +8,17 @@ A rule is a small function registered by op name::
 It returns one instruction per op result. Private functions are inlined at each
 ``func.call``; while loops whose trip count is known at import time are
 unrolled. Ops without a rule are all reported together before anything is built.
+
+Complex values (complex<f32>, complex<f64>) are lowered here: the environment binds such a value to a
+``Complex`` pair of real instructions (its real and imaginary parts), and an op that reads or makes one is
+imported by its rule in ``COMPLEX_RULES`` (mlcc/frontend/stablehlo/ops/complex.py: products, quotients,
+exponentials... written as real ops), or, for an op in ``COMPONENTWISE`` (data movement, add), by its real
+rule applied to each part in turn. The IR itself has no complex type.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -40,12 +46,37 @@ abs add and atan2 bitcast_convert cbrt ceil clamp compare constant convert cosin
 exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt power
 remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
 sign sine sqrt subtract tan tanh xor""".split())
+# ops whose complex form is their real form applied to the real parts and to the imaginary parts
+# (an op with a body only when the body adds or passes values through: see _componentwise_body)
+COMPONENTWISE = frozenset(f"stablehlo.{n}" for n in """
+add subtract negate reshape transpose slice dynamic_slice dynamic_update_slice concatenate pad reverse
+broadcast_in_dim select gather scatter reduce_window optimization_barrier""".split())
 MAX_UNROLLED_OPS = 20000  # ops a module may grow to by unrolling loops and inlining calls
 
 
 def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
     """Register fn as the import rule of each op name (one rule per name, a name KNOWN_OPS lists)."""
     return RULES.register(*names)
+
+
+class Complex(NamedTuple):
+    """A complex tensor as its real and imaginary parts (two real instructions of one shape)."""
+
+    re: Instruction
+    im: Instruction
+
+
+ComplexRule = Callable[["Context", Op, list[Any]], Any]
+COMPLEX_RULES: RuleTable[ComplexRule] = RuleTable("StableHLO complex import rule", keys=KNOWN_OPS)
+
+
+def complex_op(*names: str) -> Callable[[ComplexRule], ComplexRule]:
+    """Register fn as the rule of each op name when an operand or result is complex (args may be Complex)."""
+    return COMPLEX_RULES.register(*names)
+
+
+def is_complex_type(t: Any) -> bool:
+    return isinstance(t, TensorType) and t.complex_part is not None
 
 
 class Env:
@@ -102,11 +133,11 @@ class Context:
     def shape(self, op: Op, t: Any) -> Shape:
         if not isinstance(t, TensorType):
             raise self.unsupported(op, f"values of type {t} are not supported (only ranked tensors)")
-        if t.dtype is None:
+        if t.dtype is None and t.complex_part is None:
             raise self.unsupported(op, f"element type {t.element} is not supported")
         if any(d is None for d in t.dims):
             raise self.unsupported(op, f"dynamic shape {t} is not supported (static shapes only)")
-        return Shape(t.dtype, t.dims)
+        return Shape(t.dtype or t.complex_part, t.dims)  # a complex type: the shape of each part
 
     def result_shape(self, op: Op, index: int = 0) -> Shape:
         return self.shape(op, op.results[index].type)
@@ -167,15 +198,20 @@ class Context:
         if self.imported_ops > MAX_UNROLLED_OPS:
             raise self.unsupported(op, f"the program grows past {MAX_UNROLLED_OPS} ops once calls are inlined "
                                        "and loops unrolled")
-        args = [self.lookup(op, v) for v in op.operands]
+        args: list[Any] = [self.lookup(op, v) for v in op.operands]
         if self.lifted is not None:
             if op.name not in LIFTABLE and op.name != "func.call" and not op.name.startswith("chlo."):
                 raise self.unsupported(op, "only elementwise ops can be applied over a tensor in this region")
-            if any(a.shape.rank for a in args):
-                args = [self.b.broadcast_to(a, self.lifted) if a.shape.rank == 0 else a for a in args]
+            if any(_part(a).shape.rank for a in args):
+                args = [self._lift(a) for a in args]
         with self.b.origin(self.origin(op)):
             try:
-                out = self.fold(op, args)
+                complex_values = (any(isinstance(a, Complex) for a in args)
+                                  or any(is_complex_type(r.type) for r in op.results))
+                if complex_values and op.name != "func.call":
+                    out = self.import_complex(op, args)
+                else:
+                    out = None if complex_values else self.fold(op, args)
                 if out is None:
                     rule = RULES.get(op.name)
                     if rule is None:
@@ -183,12 +219,30 @@ class Context:
                     out = rule(self, op, args)
             except ShapeError as e:
                 raise self.error(op, str(e)) from None
-        results = [out] if isinstance(out, Instruction) else list(out)
+        results = [out] if isinstance(out, (Instruction, Complex)) else list(out)
         if len(results) != len(op.results):
             raise self.error(op, f"produced {len(results)} values for {len(op.results)} results")
         for value, inst in zip(op.results, results):
             self.check_result(op, value, inst)
             self.env.bind(value, inst)
+
+    def _lift(self, a: Any) -> Any:
+        assert self.lifted is not None
+        if isinstance(a, Complex):
+            return Complex(*(self._lift(p) for p in a))
+        return self.b.broadcast_to(a, self.lifted) if a.shape.rank == 0 else a
+
+    def import_complex(self, op: Op, args: list[Any]) -> Results:
+        """An op that reads or makes a complex value: its complex rule, or its real rule on each part."""
+        rule = COMPLEX_RULES.get(op.name)
+        if rule is not None:
+            return rule(self, op, args)
+        real_rule = RULES.get(op.name)
+        if op.name not in COMPONENTWISE or real_rule is None or not _componentwise_body(op):
+            raise self.unsupported(op, "this op on complex values is not supported")
+        parts = [real_rule(self, op, [a[k] if isinstance(a, Complex) else a for a in args]) for k in (0, 1)]
+        re, im = ([p] if isinstance(p, Instruction) else list(p) for p in parts)
+        return [Complex(r, i) if is_complex_type(v.type) else r for r, i, v in zip(re, im, op.results)]
 
     def fold(self, op: Op, args: list[Instruction]) -> Instruction | None:
         """A scalar result computed now from values known now (loop counters, reduction inits)."""
@@ -200,7 +254,14 @@ class Context:
         out = fold.evaluate(op, values, self.result_shape(op).dtype)  # type: ignore[arg-type]
         return None if out is None else self.constant(out)
 
-    def check_result(self, op: Op, value: Value, inst: Instruction) -> None:
+    def check_result(self, op: Op, value: Value, inst: Any) -> None:
+        if isinstance(inst, Complex) != is_complex_type(value.type):
+            raise self.error(op, f"result {value.name} is declared {value.type} but its rule gives "
+                                 f"{'a complex' if isinstance(inst, Complex) else 'a real'} value")
+        if isinstance(inst, Complex):
+            self.check_result(op, Value(value.name, TensorType(value.type.complex_part, value.type.dims)), inst.re)
+            self.check_result(op, Value(value.name, TensorType(value.type.complex_part, value.type.dims)), inst.im)
+            return
         declared = self.shape(op, value.type)
         if self.lifted is not None and not declared.dims and tuple(inst.shape.dims) == self.lifted:
             declared = Shape(declared.dtype, self.lifted)
@@ -221,7 +282,11 @@ class Context:
             raise self.error(op, f"call of undefined function @{name}")
         if len(args) != len(fn.args):
             raise self.error(op, f"@{name} takes {len(fn.args)} arguments, the call passes {len(args)}")
-        for i, (value, inst) in enumerate(zip(fn.args, args)):
+        for i, (value, arg) in enumerate(zip(fn.args, args)):
+            if isinstance(arg, Complex) != is_complex_type(value.type):
+                raise self.error(op, f"argument {i} of @{name} is {value.type}, the call passes a "
+                                     f"{'complex' if isinstance(arg, Complex) else 'real'} value")
+            inst = _part(arg)
             declared = self.shape(op, value.type)
             if self.lifted is not None and not declared.dims and tuple(inst.shape.dims) == self.lifted:
                 declared = Shape(declared.dtype, self.lifted)
@@ -232,6 +297,18 @@ class Context:
         if len(results) != len(op.results):
             raise self.error(op, f"@{name} returns {len(results)} values for {len(op.results)} results")
         return results
+
+
+def _part(value: Any) -> Instruction:
+    """An instruction, or a complex value's real part (for its shape)."""
+    return value.re if isinstance(value, Complex) else value
+
+
+def _componentwise_body(op: Op) -> bool:
+    """No body, or one whose ops are adds (reduce, scatter...) or none (a scatter that replaces): applied to the
+    real parts and to the imaginary parts, such a body gives the parts of the complex result."""
+    return all(o.name in ("stablehlo.add", "stablehlo.return") for region in op.regions for block in region
+               for o in block.ops)
 
 
 def _tensor_text(shape: Any) -> str:
@@ -272,7 +349,7 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
     found: list[UnsupportedOp] = []
     for op in reachable_ops(parsed, entry):
         types = [v.type for v in op.results + op.operands if isinstance(v.type, TensorType)]
-        bad = sorted({t.element for t in types if t.dtype is None})
+        bad = sorted({t.element for t in types if t.dtype is None and t.complex_part is None})
         if op.name in TERMINATORS:
             pass
         elif op.attrs.get("_skipped"):
@@ -285,20 +362,58 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
     return found
 
 
-def import_module(parsed: ParsedModule, name: str | None = None) -> Module:
+def _complex_parameter(cx: Context, name: str, t: TensorType) -> Complex:
+    """A complex argument as a real one with a last dim of 2 (real, imaginary): numpy's complex array x as
+    ``x[..., None].view(x.real.dtype)``."""
+    dims = tuple(int(d) for d in t.dims)  # type: ignore[arg-type]
+    pairs = cx.b.parameter(name, Shape(t.complex_part, dims + (2,)))  # type: ignore[arg-type]
+    zeros, limit, ones = (0,) * len(dims), dims, (1,) * (len(dims) + 1)
+    re, im = (cx.b.reshape(cx.b.op("slice", [pairs], start_indices=zeros + (k,), limit_indices=limit + (k + 1,),
+                                   strides=ones), dims) for k in (0, 1))
+    return Complex(re, im)
+
+
+def _complex_output(cx: Context, value: Complex) -> Instruction:
+    dims = tuple(value.re.shape.dims)
+    return cx.b.op("concatenate", [cx.b.reshape(p, dims + (1,)) for p in value], dimension=len(dims))
+
+
+def import_module(parsed: ParsedModule, name: str | None = None, *, complex_io: bool = False) -> Module:
+    """complex_io: complex arguments and results become real ones with a last dim of 2 (the real and imaginary
+    parts); without it they are refused (a bundle's inputs and outputs are real)."""
     flatten_tuples(parsed)
     entry = entry_function(parsed)
     problems = unsupported_ops(parsed, entry)
     if problems:
         raise UnsupportedOpsError(problems, file=parsed.filename)
     cx = Context(parsed, name or parsed.name or "main")
-    params = []
+    params: list[Any] = []
     for i, value in enumerate(entry.args):
-        if not isinstance(value.type, TensorType) or value.type.dtype is None or None in value.type.dims:
-            raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} has unsupported type {value.type}",
+        t = value.type
+        if not isinstance(t, TensorType) or (t.dtype is None and t.complex_part is None) or None in t.dims:
+            raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} has unsupported type {t}",
                                             file=parsed.filename, line=entry.line, col=entry.col)
-        params.append(cx.b.parameter(f"arg{i}", Shape(value.type.dtype, value.type.dims)))
+        if t.complex_part is not None and not complex_io:
+            raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} (arg{i}) is {t}: complex inputs "
+                                            "and outputs are not supported in a bundle (pass the real and "
+                                            "imaginary parts as two real tensors)",
+                                            file=parsed.filename, line=entry.line, col=entry.col)
+        params.append(_complex_parameter(cx, f"arg{i}", t) if t.complex_part is not None
+                      else cx.b.parameter(f"arg{i}", Shape(t.dtype, t.dims)))
+    for i, t in enumerate(entry.result_types):
+        if is_complex_type(t) and not complex_io:
+            raise StableHLOUnsupportedError(f"result {i} of @{entry.name} (out{i}) is complex ({t}): complex inputs "
+                                            "and outputs are not supported in a bundle (return the real and "
+                                            "imaginary parts as two real tensors)",
+                                            file=parsed.filename, line=entry.line, col=entry.col)
     outputs = cx.import_function(entry, params)
+    for i, out in enumerate(outputs):
+        if isinstance(out, Complex) and not complex_io:
+            raise StableHLOUnsupportedError(f"result {i} of @{entry.name} (out{i}) is complex: complex inputs "
+                                            "and outputs are not supported in a bundle (return the real and "
+                                            "imaginary parts as two real tensors)",
+                                            file=parsed.filename, line=entry.line, col=entry.col)
+    outputs = [_complex_output(cx, o) if isinstance(o, Complex) else o for o in outputs]
     module = cx.b.finish(outputs, [f"out{i}" for i in range(len(outputs))])
     _drop_unused_constants(module)
     return module

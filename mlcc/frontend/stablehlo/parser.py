@@ -657,7 +657,7 @@ class Parser:
         ttype = self.type()
         if not isinstance(ttype, TensorType):
             raise self.lx.error(f"a dense literal needs a tensor type, not '{ttype}'", start.pos)
-        if ttype.dtype is None:  # complex, i4, f8..., index: kept as text with its type, refused where imported
+        if ttype.dtype is None and ttype.complex_part is None:  # i4, f8..., index: kept as text with its type, refused where imported
             return OpaqueAttr(self.lx.text[start.pos:self.lx.pos], ttype)
         try:
             array = dense.to_array(literal, ttype)

@@ -170,6 +170,8 @@ _KEYWORD_OPS: dict[str, tuple[dict[str, KeywordReader], dict[str, str]]] = {
     "stablehlo.pad": ({"low": Parser.int_list, "high": Parser.int_list, "interior": Parser.int_list},
                       {"low": "edge_padding_low", "high": "edge_padding_high", "interior": "interior_padding"}),
     "stablehlo.dot": ({"precision": _attribute, "algorithm": _attribute}, {"precision": "precision_config"}),
+    "stablehlo.fft": ({"type": lambda p: p.lx.expect_kind("ident", "an FFT type").text, "length": Parser.int_list},
+                      {"type": "fft_type", "length": "fft_length"}),
 }
 
 

@@ -21,6 +21,8 @@ ELEMENT_TYPES = {
     "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
     "f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64",
 }
+# complex element types -> the IR dtype of each part (the importer lowers a complex value to two real ones)
+COMPLEX_TYPES = {"complex<f32>": "f32", "complex<f64>": "f64"}
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class TensorType:
     def dtype(self) -> str | None:
         """The IR dtype, or None for an element type the IR lacks (complex, f8, i4...)."""
         return ELEMENT_TYPES.get(self.element)
+
+    @property
+    def complex_part(self) -> str | None:
+        """For complex<f32> and complex<f64>, the IR dtype of the real and imaginary parts; else None."""
+        return COMPLEX_TYPES.get(self.element)
 
     @property
     def rank(self) -> int:
