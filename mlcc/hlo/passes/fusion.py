@@ -234,6 +234,8 @@ def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
         if (m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") or _table_rows(m)) \
                 and not _depends_on(m, heavy):
             continue  # side inputs of the epilogue (a bias broadcast, an embedding lookup), computed at the output's coordinates
+        if m.opcode in ELEMENTWISE_OPS and m.shape.rank == 0 and not _depends_on(m, heavy):
+            continue  # a scalar side input: a dynamic quantization's scale from its min and max (dynamic_quant.py)
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
     return None
 
