@@ -11,6 +11,8 @@ as it loads its A tiles, so their results never reach memory:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mlcc.hlo.ir import Instruction
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 
@@ -99,7 +101,7 @@ def quantized_rows(p: Instruction) -> Instruction | None:
     return p if p.opcode == "convert" and p.shape.dtype in ("u8", "s8") else None
 
 
-def _view_source(x: Instruction) -> Instruction:
+def view_source(x: Instruction) -> Instruction:
     while x.opcode == "bitcast":
         x = x.operands[0]
     return x
@@ -109,7 +111,7 @@ def activation_stats(r: Instruction, x: Instruction) -> bool:
     """r is the f32 minimum or maximum of every element of x (through views, which hold the same elements)."""
     return (r.opcode == "reduce" and r.attrs.get("kind") in ("minimum", "maximum") and r.shape.rank == 0
             and r.shape.dtype == "f32" and list(r.attrs["dimensions"]) == list(range(r.operands[0].shape.rank))
-            and _view_source(r.operands[0]) is _view_source(x))
+            and view_source(r.operands[0]) is view_source(x))
 
 
 def quantized_rows_cone(dot: Instruction, p: Instruction) -> tuple[list[Instruction], list[Instruction],
@@ -147,11 +149,13 @@ def quantized_rows_cone(dot: Instruction, p: Instruction) -> tuple[list[Instruct
             sources.append(v)
     if any(s.shape.rank == 0 for s in sources):
         return [], [], None, "its scale or zero point is not computed from the activation's min and max"
-    if len({id(_view_source(s)) for s in sources}) != 1:
+    if len({id(view_source(s)) for s in sources}) != 1:
         return [], [], None, "it is not computed from one float activation"
     x = sources[0]
     if x.shape.dtype != "f32" or not x.shape.is_static:
         return [], [], None, "the activation is not a static f32 value"
+    if not stats:  # a QuantizeLinear's constant scale: its u8 is stored by a kernel of its own, as it was
+        return [], [], None, "its scale and zero point are not computed from the activation (not dynamic)"
     if not all(activation_stats(r, x) for r in stats):
         return [], [], None, "its scale or zero point comes from a reduction other than the activation's min or max"
     members = {id(m) for m in cone}
@@ -162,3 +166,37 @@ def quantized_rows_cone(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     if x.shape.numel() > MAX_STATS_ELEMENTS:
         stats = []  # the min and max stay a kernel of their own: a first pass per program would cost too much
     return cone, stats, x, None
+
+
+def quantize_prologue_members(dot: Instruction, p: Instruction, busy: bool, contains: Callable[[Instruction], bool],
+                              taken: Callable[[Instruction], bool], elsewhere: Callable[[Instruction], bool],
+                              ) -> tuple[list[Instruction], list[Instruction], Instruction | None, str | None]:
+    """What a dot's output fusion (contains: its members) takes to quantize its A tiles as it loads them: the
+    cone's instructions it does not hold yet, and the activation's min and max reductions whose every use,
+    through the rank-0 values computed from them, would be in the fusion and in no other (elsewhere: a value
+    another fusion computes too); and the activation below its views (the fusion reads it as it is). Refused
+    (with why) when the fusion is busy (its output tile holds a second accumulator or it computes its weight
+    tiles) or a full-size member of the cone is taken (fused elsewhere or a model output)."""
+    if busy:
+        return [], [], None, "the output tile already holds a second accumulator or a weight prologue"
+    cone, stats, x, why = quantized_rows_cone(dot, p)
+    if why is not None:
+        return [], [], None, why
+    if any(taken(m) for m in cone if m.shape.rank > 0 and m.opcode != "broadcast"):
+        return [], [], None, "the quantization is already fused elsewhere or is a model output"
+    new = [m for m in cone if not contains(m)]
+    ids = {id(m) for m in new}
+
+    def only_here(r: Instruction) -> bool:
+        stack, seen = [r], set()
+        while stack:
+            for u in stack.pop().users:
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                if not (contains(u) or id(u) in ids) or elsewhere(u):
+                    return False
+                if u.shape.rank == 0:
+                    stack.append(u)
+        return True
+    return new, [r for r in stats if not taken(r) and only_here(r)], view_source(x), None
