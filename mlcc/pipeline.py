@@ -25,6 +25,7 @@ from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
 from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
 from mlcc.hlo.passes.multi_output import MultiOutputFusion
+from mlcc.hlo.passes.dynamic_quant import SinkDynamicScale
 from mlcc.hlo.passes.packed_arena import PackArenaValues
 from mlcc.hlo.passes.pass_manager import FixedPoint, Pass, Phase, Pipeline
 from mlcc.hlo.passes.pipelines import cleanup, legalize, recognition
@@ -74,7 +75,7 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
     return [
         # before cleanup folds dequantized weights into float constants
         Phase("simplify", [*first, QuantizedContraction(), *fp8, FoldFakeQuant(), cleanup(), BatchNormFolding()]),
-        Phase("recognize", [*recognition(), cleanup(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
+        Phase("recognize", [*recognition(), cleanup(), SinkDynamicScale(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
         # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
         # in the types precision chose and before layouts are assigned to the slices
         Phase("precision", [ReducedPrecision(precision), SplitK(split_k_slices)]),

@@ -109,6 +109,28 @@ def test_the_qdq_encoder_runs_in_at_most_1_5x_the_float_encoders_launches(bundle
         assert hlo.count("prob_quant=") == 2, name  # one fake-quantized attention per layer
 
 
+def test_the_dynamic_encoder_runs_in_at_most_1_5x_the_float_encoders_launches(bundles):
+    # issue 18's bar for quantize_dynamic (40 launches before, 4.0x): each DynamicQuantizeLinear is computed by
+    # the MatMulInteger's kernel as it loads its A tiles, and the dequantizing Mul, bias, GELU or LayerNorm
+    # after it are that kernel's epilogue; only the q/k/v activation's min and max, which the attention's
+    # loads read too, are reductions of their own
+    assert _launches(bundles["encoder_dyn"]) <= 1.5 * _launches(bundles["encoder"])
+    hlo = (bundles["encoder_dyn"].out_dir / "model.hlo").read_text()
+    entry = hlo[hlo.index("ENTRY"):].splitlines()
+    assert not [line for line in entry if "= u8[" in line]  # no u8 activation reaches memory
+    assert sum(" reduce(" in line for line in entry) == 4  # per layer: the q/k/v activation's min and max
+
+
+@pytest.mark.slow
+def test_the_dynamic_encoder_matches_onnxruntime_on_sim_sm_90(tmp_path):
+    # its kernels' sm_90 launch configs (tiles, the first pass over the activation) under the interpreter
+    r = mlcc.compile(QUANT / "encoder_dyn.onnx", tmp_path / "b", targets=["sm_90"])
+    ref = np.load(QUANT / "encoder_dyn.ref.npz")
+    got = mlcc.load(r.out_dir, device="sim:sm_90").run({"x": ref["x"]})["y"]
+    np.testing.assert_allclose(got, ref["out:y"], atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(got, _literal_ort("encoder_dyn", ref["x"]), atol=1e-4, rtol=1e-4)
+
+
 @pytest.mark.slow
 def test_quantized_models_compile_for_sm_80_and_sm_90(tmp_path):
     # every kernel of every quantized model has an sm_80 and an sm_90 binary (about 10 s a model on 2 cores)

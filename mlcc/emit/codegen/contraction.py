@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlcc.emit.codegen.activation_stats import activation_stats, stats_pass
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims,
                                       kernel_strides, merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
@@ -103,7 +104,8 @@ class Operands:
             lhs, rhs = (op.shape for op in inst.operands)
             return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None,
                             ranges)
-        found = heavy_ops(inst, CONTRACTIONS | ROW_NORMS)
+        # a dot's activation min and max (reduce) are computed in its first pass (activation_stats.py)
+        found = [h for h in heavy_ops(inst, CONTRACTIONS | ROW_NORMS | {"reduce"}) if h.opcode != "reduce"]
         contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
         lhs_norm = next((h for h in norms if h is _below_views(contractions[0].operands[0])), None) \
@@ -111,16 +113,16 @@ class Operands:
         norms = [h for h in norms if h is not lhs_norm]
         heavy, second = _output_fusion_heavies(inst, contractions, norms)
         weight = _computed_weight(heavy)
-        if lhs_norm is None and heavy.opcode == "dot" and _below_views(heavy.operands[0]).opcode in PICKS:
-            lhs_norm = heavy.operands[0]  # rows gathered or sliced in place as the A tiles load
+        if lhs_norm is None and heavy.opcode == "dot" and _below_views(heavy.operands[0]).opcode in PICKS + ("convert",):
+            lhs_norm = heavy.operands[0]  # rows gathered or sliced in place (or quantized) as the A tiles load
         lhs = read_as_is(heavy.operands[0], inst) if lhs_norm is None else FusedOperand(-1, heavy.operands[0].shape)
         rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
         if second is not None:
             extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
-        if lhs_norm is not None and (extra is not None or norms or weight is not None):
+        if lhs_norm is not None and (extra is not None or weight is not None or norms and _below_views(lhs_norm).opcode != "convert"):
             raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator, "
-                                   "epilogue norm or weight prologue")
+                                   "epilogue norm (only a quantizing one does) or weight prologue")
         return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
                         extra, norms[0] if norms else None, weight, lhs_norm)
 
@@ -151,7 +153,7 @@ class Operands:
         acc = _acc_dtype(self.lhs.shape.dtype)
         bound = [] if self.second is None else [(self.second.contraction, self.second.acc)]
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
-                                self.ranges, bound)
+                                self.ranges, bound, activation_stats(self.fusion))
         return section, ops * upper(self.out.numel_expr(), self.ranges)
 
 
@@ -201,9 +203,10 @@ def _picked_rows_section(io: Operands) -> dict:
     lf = [d for d in range(lhs.shape.rank) if d not in lc]
     lanes = [Lanes("lane_am", tuple(lf)), Lanes("lane_ak", tuple(lc))]
     em = TileEmitter(fusion, "p_", "BLOCK_M, BLOCK_K", kernel_dims(lhs.shape), lanes, io.wide(), io.ranges)
+    em.bind_scalars(activation_stats(fusion))
     em.section(lhs, mask="mask_a")
     (x,) = em.sections()
-    return {"op": "rows", "x": x, "a_type": tl_type(lhs.shape.dtype), "ops": em.ops}
+    return {"op": "rows", "x": x, "a_type": tl_type(lhs.shape.dtype), "ops": em.ops, "stats": stats_pass(fusion)}
 
 
 def _computed_weight(dot: Instruction) -> Instruction | None:
@@ -338,6 +341,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
     root = check_root(fusion, dot)
     em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", kernel_dims(dot.shape), lanes, io.wide(), io.ranges)
     em.bind(dot, "acc", _acc_dtype(io.lhs.shape.dtype))
+    em.bind_scalars(activation_stats(fusion))
     em.section(x)
     for param in norm.operands[1:]:  # the scale and the bias, at the columns only
         em.section(param, tuple(em.coords[d] for d in columns), mask="mask_c")

@@ -122,6 +122,13 @@ class TileEmitter(LoopEmitter):
         self.body.declare(var, dtype)
         self._bound[(id(inst), self.coords)] = self.convert(Value(var, dtype, True), inst.shape.dtype)
 
+    def bind_scalars(self, scalars: Sequence[tuple[Instruction, str]]) -> None:
+        """Each rank-0 (instruction, variable): a value the template computed before the body (the min and max
+        of a dot's first pass over its activation) is that scalar variable."""
+        for inst, var in scalars:
+            self.body.declare(var, inst.shape.dtype, block=False)
+            self._bound[(id(inst), ())] = Value(var, inst.shape.dtype, False)
+
     def section(self, inst: Instruction, coords: Coords | None = None, mask: str = MASK) -> None:
         """The statements of inst's value (one per lane) at coords (this tile's by default), reading
         memory where mask holds (a template variable: the tile's ``mask``, or one for fewer dims)."""
@@ -218,7 +225,8 @@ def result_roots(fusion: Instruction) -> list[Instruction]:
 
 def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
              shape: str, wide: bool, ranges: Ranges,
-             also: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
+             also: Sequence[tuple[Instruction, str]] = (),
+             scalars: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
     """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op, and
     each (instruction, variable) of ``also`` for another op at the same coordinates (a second
     convolution's accumulator); and the ops it costs per element."""
@@ -227,6 +235,7 @@ def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, 
     em.bind(heavy, acc, acc_dtype)
     for inst, var in also:
         em.bind(inst, var, acc_dtype)
+    em.bind_scalars(scalars)
     em.section(root)
     (section,) = em.sections()
     return section, em.ops

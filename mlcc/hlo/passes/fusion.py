@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
-from mlcc.hlo.passes.a_prologue import norm_below, norm_prologue_chain, picked_rows, picked_rows_chain
+from mlcc.hlo.passes.a_prologue import (norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
+                                       quantize_prologue_members, quantized_rows)
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.traffic import Ranges, operand_read_bytes
 from mlcc.hlo.traffic import value_bytes as _bytes
@@ -65,6 +66,7 @@ class Group:
     prologue: set[int] = field(default_factory=set)  # members computed where the dot loads its weight (B) tiles
     shared: set[int] = field(default_factory=set)    # prologue members other kernels compute too (duplicated)
     lhs_prologue: Instruction | None = None      # a row norm (or rows picked) the dot computes as it loads A tiles
+    a_source: Instruction | None = None          # the activation (below views) a quantizing A prologue reads
     # Indexes over members, brought up to date as members are appended (a new or shorter list is reindexed):
     # the id of every member, and the values members read from outside in the order they first read them.
     _ids: set[int] = field(default_factory=set, repr=False, compare=False)
@@ -231,9 +233,9 @@ def _epilogue_ok(group: Group, heavy: Instruction) -> str | None:
             continue
         if m is group.norm and m.shape.dims == dims:
             continue
-        if (m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") or _table_rows(m)) \
-                and not _depends_on(m, heavy):
-            continue  # side inputs of the epilogue (a bias broadcast, an embedding lookup), computed at the output's coordinates
+        if (m.opcode in ("broadcast", "constant", "iota", "size", "bitcast", "convert", "reshape") or _table_rows(m)
+                or m.opcode in ELEMENTWISE_OPS and m.shape.rank == 0) and not _depends_on(m, heavy):
+            continue  # side inputs of the epilogue (a bias broadcast, an embedding lookup, a scalar scale), computed at the output's coordinates
         return f"%{m.name} ({m.opcode}) is not an elementwise op at the {heavy.opcode}'s result dims"
     return None
 
@@ -401,11 +403,13 @@ class Fusion(Pass):
                             group.cone.discard(id(p))
                             self._explain(p, inst, reason)
                         continue
+                    quant = quantized_rows(p) is not None  # a DynamicQuantizeLinear's u8 (dynamic_quant.py)
                     if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
-                            norm_below(p) is not None or picked_rows(p) is not None):
-                        reason = self._norm_prologue(group, p, owner, outputs)
+                            norm_below(p) is not None or picked_rows(p) is not None or quant):
+                        reason = (self._quantize_prologue if quant else self._norm_prologue)(group, p, owner, outputs)
                         if reason is not None:
-                            self._explain(p, inst, f"not normalized in the dot's A-tile loads: {reason}")
+                            what = "quantized" if quant else "normalized"
+                            self._explain(p, inst, f"not {what} in the dot's A-tile loads: {reason}")
                         continue
                     if inst.opcode == "dot" and i == 1 and group.heavy is inst:
                         reason = self._weight_prologue(group, p, owner, outputs)
@@ -431,6 +435,8 @@ class Fusion(Pass):
             return f"{p.opcode} has no fusible kernel"
         if p.shape.is_tuple:
             return "tuple-shaped value"
+        if p is group.a_source:
+            return "the dot quantizes it as it loads its A tiles: read as it is"
         users_inside = all(group.contains(u) for u in p.users) and id(p) not in outputs
         if id(p) in owner and not _cheap(p, self.ranges):
             return "already fused elsewhere"
@@ -567,6 +573,24 @@ class Fusion(Pass):
                 reason = self._try_merge(group, q, owner, outputs)
                 if reason is not None:
                     self._explain(q, norm, reason)
+        return None
+
+    def _quantize_prologue(self, group: Group, p: Instruction, owner: dict[int, Group], outputs: set[int]) -> str | None:
+        """Merge the quantization the dot's lhs p is into the group, or say why not (quantize_prologue_members)."""
+        new, local, x, why = quantize_prologue_members(
+            group.heavy, p, group.kind != "output" or group.second is not None or bool(group.prologue), group.contains,
+            lambda m: id(m) in owner or id(m) in outputs, lambda u: any(g is not group for g in self.copies.get(id(u), [])))
+        if why is not None:
+            return why
+        if len(_operands_outside(Group(group.root, group.kind, group.members + new + local, group.heavy))) > MAX_PARAMETERS:
+            return f"the fusion would read more than {MAX_PARAMETERS} buffers"
+        for m in new + local:
+            group.members.append(m)
+            if (m.shape.rank > 0 and m.opcode != "broadcast") or m.opcode == "reduce":
+                owner[id(m)] = group
+            else:  # the scale and zero point: other kernels (the attention's loads) may compute them too
+                self.copies.setdefault(id(m), []).append(group)
+        group.lhs_prologue, group.a_source = p, x
         return None
 
     def _explain(self, producer: Instruction, consumer: Instruction, reason: str) -> None:
