@@ -179,7 +179,8 @@ _TABLE: list[OpInfo] = [
     OpInfo("layer-norm", 3, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
     OpInfo("rms-norm", 2, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
     OpInfo("batch-norm-inference", 5, "composite", ("epsilon", "feature_index"), flags={"layout_agnostic"}),
-    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"), ("masked_value", "window", "softcap", "score_quant", "prob_quant"),
+    OpInfo("attention", VARIADIC, "composite", ("scale", "causal"),
+           ("masked_value", "window", "softcap", "score_quant", "prob_quant", "quant_type"),
            min_arity=3,
            flags={"layout_agnostic"}),
 ]

@@ -30,6 +30,7 @@ from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, 
                                      sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
+from mlcc.emit.codegen.narrow import round_trip
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
@@ -284,6 +285,7 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     window=inst.attrs.get("window"), softcap=inst.attrs.get("softcap"),
                     scale=float(inst.attrs["scale"]), masked_value=inst.attrs.get("masked_value"),
                     score_quant=inst.attrs.get("score_quant", ()), prob_quant=inst.attrs.get("prob_quant"),
+                    quant_type=inst.attrs.get("quant_type"), round_trip=round_trip,
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),

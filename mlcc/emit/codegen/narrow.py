@@ -133,6 +133,12 @@ def encode_float(o: str, x: str, dtype: str) -> list[str]:
     return lines
 
 
+def round_trip(o: str, x: str, dtype: str) -> str:
+    """The statements of ``o`` = float32 ``x`` converted to the narrow float dtype and back (a fake-quant's
+    rounding: the attention kernel's fp8 score_quant and prob_quant steps)."""
+    return "\n".join(encode_float(f"{o}_bits", x, dtype) + decode_float(o, f"{o}_bits", dtype))
+
+
 def convert_lines(o: str, x: str, src: str, dst: str, lo: int, hi: int, wide: Wide) -> str:
     """The statements of ``o = convert x: src to dst`` where src or dst is a storage type."""
     lines: list[str] = []

@@ -132,8 +132,11 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
         k = np.repeat(k, heads // kv_heads, axis=-3)
         v = np.repeat(v, heads // kv_heads, axis=-3)
     scores = np.matmul(q, np.swapaxes(k, -1, -2)) * np.array(inst.attrs["scale"], acc)
+    kind = inst.attrs.get("quant_type")
     for pre, *fq in inst.attrs.get("score_quant", ()):  # fake-quantized scores (QDQ exports)
-        scores = _fake_quant(scores * np.array(pre, acc) if pre != 1 else scores, fq)
+        scores = scores * np.array(pre, acc) if pre != 1 else scores
+        if fq:  # a step of one element is a constant multiply alone
+            scores = _fake_quant(scores, fq, kind)
     softcap = inst.attrs.get("softcap")
     if softcap is not None:  # logit soft-capping, before any mask
         scores = np.array(softcap, acc) * np.tanh(scores / np.array(softcap, acc))
@@ -162,12 +165,15 @@ def _attention(inst: Instruction, ops: list) -> np.ndarray:
     total = np.sum(e, axis=-1, keepdims=True)
     probs = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
     if inst.attrs.get("prob_quant") is not None:
-        probs = _fake_quant(probs, inst.attrs["prob_quant"])
+        probs = _fake_quant(probs, inst.attrs["prob_quant"], kind)
     return np.matmul(probs, v)
 
 
-def _fake_quant(x: np.ndarray, fq) -> np.ndarray:
-    """(clamp(round-half-even(x * inv) + zp, lo, hi) - zp) * scale, each step in x's type."""
+def _fake_quant(x: np.ndarray, fq, kind: str | None = None) -> np.ndarray:
+    """(clamp(round-half-even(x * inv) + zp, lo, hi) - zp) * scale, each step in x's type; with kind an fp8
+    type (quant_type), the rounding is the conversion to it and back, after the clamp (zp is 0)."""
     inv, zp, lo, hi, scale = (np.array(c, x.dtype) for c in fq)
+    if kind is not None:
+        return np.minimum(np.maximum(x * inv, lo), hi).astype(numpy_dtype(kind)).astype(x.dtype) * scale
     t = np.minimum(np.maximum(np.rint(x * inv) + zp, lo), hi)
     return (t - zp) * scale

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Module, Shape, is_float, is_int
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, scalar_value, var
-from mlcc.hlo.shape_inference import INT8, conv_dim_labels
+from mlcc.hlo.shape_inference import FP8_DOT, INT8, conv_dim_labels
 
 VIEW_THROUGH = ("broadcast", "reshape", "bitcast", "copy")
 
@@ -308,10 +309,18 @@ def _value_of(inst: Instruction, module: Module):
 
 
 def _quantized_parts(root: Instruction, module: Module) -> tuple[Instruction, object, object] | None:
-    """(v, scale, zero) when root = convert_int(clamp(lo, round(v / scale) + zero, hi)) with the type's bounds."""
-    if root.opcode != "convert" or root.shape.dtype not in INT8 or root.operands[0].opcode != "clamp":
+    """(v, scale, zero) when root = convert_int(clamp(lo, round(v / scale) + zero, hi)) with the type's bounds,
+    or root = convert_fp8(clamp(-max, v / scale, max)) (a saturating QuantizeLinear to float8 e4m3fn; zero 0)."""
+    if root.opcode != "convert" or root.operands[0].opcode != "clamp":
         return None
     lo, mid, hi = root.operands[0].operands
+    if root.shape.dtype in FP8_DOT:
+        top = float(ml_dtypes.finfo(numpy_dtype(root.shape.dtype)).max)
+        if scalar_value(lo, module) != -top or scalar_value(hi, module) != top or mid.opcode != "divide":
+            return None
+        return mid.operands[0], _value_of(mid.operands[1], module), 0
+    if root.shape.dtype not in INT8:
+        return None
     info = np.iinfo(numpy_dtype(root.shape.dtype))
     if scalar_value(lo, module) != info.min or scalar_value(hi, module) != info.max:
         return None
@@ -336,21 +345,34 @@ def _requantize_same(rw: Rewriter, m: Match) -> Instruction | None:
     if parts is None:
         return None
     v, scale, zero = parts
+    fp8 = m.root.shape.dtype in FP8_DOT
     chain = []
-    while v.opcode in COMMUTING_VIEWS or v.attrs.get("kind") in MONOTONE.get(v.opcode, ()):
-        chain.append(v)
+    while v.opcode in COMMUTING_VIEWS or (not fp8 and v.attrs.get("kind") in MONOTONE.get(v.opcode, ())):
+        chain.append(v)  # (fp8 values are only moved: a pool of them would compute on a storage type)
         v = v.operands[0]
-    dq = dequantized(v)
+    dq = _fp8_dequantized(v) if fp8 else dequantized(v)
     if not chain or dq is None or dq.q.shape.dtype != m.root.shape.dtype or scale is None or zero is None:
         return None
     if dq.scale is None or _value_of(dq.scale, rw.module) != scale or not isinstance(scale, float) or scale <= 0:
         return None
+    if fp8 and not 2.0 ** -100 <= scale <= 2.0 ** 100:
+        return None  # q * scale / scale within an f32 rounding or two of q, which e4m3's rounding undoes
     if (_value_of(dq.zero, rw.module) if dq.zero is not None else 0) != zero:
         return None
     x = dq.q
     for inst in reversed(chain):
         x = rw.op(inst.opcode, [x, *inst.operands[1:]], Shape(x.shape.dtype, tuple(inst.shape.dims)), **inst.attrs)
     return x
+
+
+def _fp8_dequantized(v: Instruction) -> Dequantized | None:
+    """convert(q) * scale (either order), q float8 e4m3fn, in f32."""
+    if v.opcode != "multiply" or v.shape.dtype != "f32":
+        return None
+    for c, s in (v.operands, v.operands[::-1]):
+        if c.opcode == "convert" and c.operands[0].shape.dtype in FP8_DOT:
+            return Dequantized(c.operands[0], None, s)
+    return None
 
 
 REQUANTIZE = Rule("requantize-same", op("convert", var("v")), _requantize_same)

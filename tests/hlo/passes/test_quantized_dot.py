@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from mlcc.hlo.passes.quantized_dot import FoldFakeQuant, QuantizedContraction
@@ -214,3 +215,46 @@ def test_a_transpose_between_equal_quantizations_moves_the_integers():
         %requantize-same = u8[8,4]{1,0} transpose(%q), dimensions={1,0}
         ROOT %r = (u8[8,4]{1,0}) tuple(%requantize-same)
       }""", inputs={"p0": RNG.integers(0, 256, (4, 8)).astype(np.uint8)})
+
+
+FP8_REQUANTIZE = """
+  ENTRY %main {
+    %q = f8e4m3fn[2,127]{1,0} parameter(0)
+    %f = f32[2,127]{1,0} convert(%q)
+    %s = f32[2,127]{1,0} constant(), splat=0.0037
+    %d = f32[2,127]{1,0} multiply(%f, %s)
+    %t = f32[127,2]{1,0} OP
+    %s2 = f32[127,2]{1,0} constant(), splat=0.0037
+    %v = f32[127,2]{1,0} divide(%t, %s2)
+    %lo = f32[] constant(), value={-448.0}
+    %hi = f32[] constant(), value={448.0}
+    %k = f32[127,2]{1,0} clamp(%lo, %v, %hi)
+    %o = f8e4m3fn[127,2]{1,0} convert(%k)
+    ROOT %r = (f8e4m3fn[127,2]{1,0}) tuple(%o)
+  }"""
+
+
+def _every_finite_e4m3() -> np.ndarray:
+    bits = np.array([b for b in range(256) if b & 0x7F != 0x7F], np.uint8)  # 0x7F, 0xFF: NaN
+    return bits.view(ml_dtypes.float8_e4m3fn).reshape(2, 127)
+
+
+def test_an_fp8_quantize_of_a_view_of_its_own_dequantize_moves_the_fp8_values():
+    # quantize_fp8(transpose(convert(q) * s)) at q's own scale (saturating at +-448) is transpose(q): q * s / s
+    # is within two f32 roundings of q, which the conversion to e4m3 (3 fraction bits) rounds back; every
+    # finite e4m3fn value, the subnormals, +-0 and +-448 included
+    check_rewrite(QuantizedContraction(), FP8_REQUANTIZE.replace("OP", "transpose(%d), dimensions={1,0}"),
+                  expected="""
+      ENTRY %main {
+        %q = f8e4m3fn[2,127]{1,0} parameter(0)
+        %requantize-same = f8e4m3fn[127,2]{1,0} transpose(%q), dimensions={1,0}
+        ROOT %r = (f8e4m3fn[127,2]{1,0}) tuple(%requantize-same)
+      }""", inputs={"p0": _every_finite_e4m3()}, rtol=0, atol=0)
+
+
+def test_an_fp8_quantize_at_another_scale_or_without_saturation_stays():
+    text = FP8_REQUANTIZE.replace("OP", "transpose(%d), dimensions={1,0}")
+    check_rewrite(QuantizedContraction(), text.replace("splat=0.0037\n    %v", "splat=0.0074\n    %v"), expected=None,
+                  inputs={"p0": _every_finite_e4m3()})
+    check_rewrite(QuantizedContraction(), text.replace("value={-448.0}", "value={-240.0}"), expected=None,
+                  inputs={"p0": _every_finite_e4m3()})
