@@ -118,9 +118,10 @@ class Operands:
         extra = None
         if second is not None:
             extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
-        if lhs_norm is not None and (extra is not None or norms or weight is not None):
-            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator, "
-                                   "epilogue norm or weight prologue")
+        if lhs_norm is not None and (extra is not None or norms or (weight is not None
+                                                                    and lhs_norm.opcode not in ROW_NORMS)):
+            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator or "
+                                   "epilogue norm, and one reading gathered rows no weight prologue")
         return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
                         extra, norms[0] if norms else None, weight, lhs_norm)
 

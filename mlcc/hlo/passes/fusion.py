@@ -515,8 +515,8 @@ class Fusion(Pass):
         dot = group.heavy
         if group.kind != "output" or group.second is not None:
             return "the output tile already holds another contraction"
-        if group.lhs_prologue is not None:
-            return "the dot already computes its A tiles (one prologue per kernel)"
+        if group.lhs_prologue is not None and group.lhs_prologue.opcode not in ROW_NORMS:
+            return "the dot already reads its A tiles through a gather or slice"
         cone, why = weight_prologue_cone(dot, p, self.ranges)
         if why is not None:
             return why
@@ -545,8 +545,7 @@ class Fusion(Pass):
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
         if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
-        if _computed(group.heavy.operands[1]):  # a dequantized weight keeps its prologue (one per kernel)
-            return "the dot computes its weight in its B-tile loads"
+        # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
         chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why
