@@ -6,7 +6,9 @@ over the concatenated weights (Q, K and V projections in one kernel), each sibli
 
 The weights (and biases) are concatenated at compile time: the weights lazily (mlcc/hlo/lazy_constants.py),
 so a model's mapped weights are not copied into memory to make the merged one. The slices are views: a consumer that
-reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K.
+reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K; or weights computed
+from packed constants (MatMulNBits' [N, K], an int4 blocked DequantizeLinear's [K, N]), whose constants are
+concatenated instead and the chain computing the weight rebuilt over them (mlcc/hlo/passes/sibling_chains.py).
 Two siblings combined elementwise (a gated MLP's gate and up projections) stay apart: the fusion pass
 accumulates both in one output tile.
 """
