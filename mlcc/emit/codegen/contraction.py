@@ -80,6 +80,7 @@ class Second:
     lhs: FusedOperand
     rhs: FusedOperand
     acc: str = "acc_1"
+    weight: Instruction | None = None  # a second dot's rhs when computed in its B-tile loads (both dots' are)
 
 
 @dataclass(frozen=True)
@@ -119,10 +120,15 @@ class Operands:
         rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
         if second is not None:
-            extra = Second(second, *(read_as_is(op, inst) for op in second.operands))
-        if lhs_norm is not None and (extra is not None or weight is not None or norms and _below_views(lhs_norm).opcode != "convert"):
-            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator, "
-                                   "epilogue norm (only a quantizing one does) or weight prologue")
+            weight_1 = _computed_weight(second) if weight is not None else None
+            rhs_1 = read_as_is(second.operands[1], inst) if weight_1 is None else FusedOperand(-1, weight_1.shape)
+            extra = Second(second, read_as_is(second.operands[0], inst), rhs_1, weight=weight_1)
+        if lhs_norm is not None and (extra is not None
+                                     or norms and _below_views(lhs_norm).opcode != "convert"
+                                     or weight is not None and lhs_norm.opcode not in ROW_NORMS):
+            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator or "
+                                   "epilogue norm (only a quantizing one does), and one reading gathered rows or "
+                                   "quantizing them no weight prologue")
         return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
                         extra, norms[0] if norms else None, weight, lhs_norm)
 
@@ -219,19 +225,21 @@ def _computed_weight(dot: Instruction) -> Instruction | None:
     return None if x.opcode == "parameter" else dot.operands[1]
 
 
-def _weight_section(io: Operands, rb: list[int], rf: list[int], rc: list[int]) -> tuple[Section | None, int]:
+def _weight_section(io: Operands, rb: list[int], rf: list[int], rc: list[int], weight: Instruction | None = None,
+                    prefix: str = "w_") -> tuple[Section | None, int]:
     """The dot's weight operand over a [BLOCK_K, BLOCK_N] B tile, computed from the fusion's parameters
     (packed bytes, scales, zero points) at the tile's coordinates: pid_b numbers the batch dims (split-K's
     slices) as the program's batch element, lane_wk the contracting dim, lane_wn the rhs free dims
     row-major (as offs_k and offs_n do), mask_w the lanes in bounds."""
-    if io.weight is None:
+    weight = io.weight if weight is None else weight
+    if weight is None:
         return None, 0
     if len(rc) != 1:
         raise UnsupportedError(f"%{io.fusion.name}: a dot computing its weight in its loads needs one contracting "
                                "dim")
     lanes = [Lanes("pid_b", tuple(rb), per_lane=False), Lanes("lane_wk", (rc[0],)), Lanes("lane_wn", tuple(rf))]
-    em = TileEmitter(io.fusion, "w_", "BLOCK_K, BLOCK_N", kernel_dims(io.weight.shape), lanes, io.wide(), io.ranges)
-    em.section(io.weight, mask="mask_w")
+    em = TileEmitter(io.fusion, prefix, "BLOCK_K, BLOCK_N", kernel_dims(weight.shape), lanes, io.wide(), io.ranges)
+    em.section(weight, mask="mask_w")
     (section,) = em.sections()
     return section, em.ops
 
@@ -303,14 +311,16 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     weight, weight_ops = _weight_section(io, rb, rf, rc)
     a_norm = _lhs_norm_section(io, k)
     whole_k = a_norm is not None and a_norm["op"] != "rows"
-    weight_flops = weight_ops * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles: counted once
+    weight_1, weight_1_ops = (None, 0) if io.second is None or io.second.weight is None else \
+        _weight_section(io, rb, rf, rc, io.second.weight, "w1_")  # a gated MLP's second dequantized weight
+    weight_flops = (weight_ops + weight_1_ops) * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles
     # a second dot of the same lhs (a gated MLP's gate next to its up projection): its weights read at the
     # same offsets, into acc_1
     rhs_1 = io.second.rhs.ptr if io.second is not None else None
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
-                    **io.template_args(), weight=weight, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
+                    **io.template_args(), weight=weight, weight_1=weight_1, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
                     **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
@@ -324,7 +334,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
                   extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
                                                    weight is not None, whole_k)},
                   scalars=io.symbols(),
-                  body_ir=sections_ir(weight=weight, epilogue=fused,
+                  body_ir=sections_ir(weight=weight, weight_1=weight_1, epilogue=fused,
                                       **({"a_norm": a_norm["x"]} if a_norm else {})))
 
 

@@ -285,8 +285,13 @@ def _second_dot(group: Group, p: Instruction) -> str | None:
     if p.attrs != heavy.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
             or tuple(p.shape.dims) != tuple(heavy.shape.dims) or p.shape.dtype != heavy.shape.dtype:
         return "the two dots' weights or results differ in shape, layout or type"
-    if any(_computed(w) for w in (p.operands[1], heavy.operands[1])):
-        return "a dot whose weight is computed (dequantized in its B-tile loads) keeps its output tile to itself"
+    computed = [_computed(w) for w in (p.operands[1], heavy.operands[1])]
+    if computed[0] != computed[1]:
+        return "one of the two dots computes its weight in its B-tile loads and the other does not"
+    if computed[0]:  # both dequantized in their B-tile loads (a 4-bit gated MLP): each its own weight prologue
+        why = next((w for d in (heavy, p) for w in [weight_prologue_cone(d, d.operands[1], {})[1]] if w), None)
+        if why is not None:
+            return f"a dot whose weight is computed keeps its output tile to itself unless both compute theirs: {why}"
     return None
 
 
@@ -411,8 +416,8 @@ class Fusion(Pass):
                             what = "quantized" if quant else "normalized"
                             self._explain(p, inst, f"not {what} in the dot's A-tile loads: {reason}")
                         continue
-                    if inst.opcode == "dot" and i == 1 and group.heavy is inst:
-                        reason = self._weight_prologue(group, p, owner, outputs)
+                    if inst.opcode == "dot" and i == 1:
+                        reason = self._weight_prologue(group, p, owner, outputs, inst)
                         if reason is not None:
                             self._explain(p, inst, f"not computed in the dot's weight loads: {reason}")
                         continue
@@ -515,21 +520,21 @@ class Fusion(Pass):
         return all(any(g.contains(u) for g in groups) for u in inst.users)
 
     def _weight_prologue(self, group: Group, p: Instruction, owner: dict[int, Group],
-                         outputs: set[int]) -> str | None:
-        """Merge the chain computing the dot's weight operand p into the group, computed as the kernel loads
-        its B tiles, or say why not (see weight_prologue_cone)."""
-        dot = group.heavy
-        if group.kind != "output" or group.second is not None:
+                         outputs: set[int], dot: Instruction) -> str | None:
+        """Merge the chain computing the weight operand p of the group's dot (or of its second dot, when both
+        compute theirs: _second_dot) into the group, computed as the kernel loads its B tiles, or say why
+        not (see weight_prologue_cone)."""
+        if group.kind != "output" or (group.second is not None and not _computed(group.second.operands[1])):
             return "the output tile already holds another contraction"
-        if group.lhs_prologue is not None:
-            return "the dot already computes its A tiles (one prologue per kernel)"
+        if group.lhs_prologue is not None and group.lhs_prologue.opcode not in ROW_NORMS:
+            return "the dot already reads its A tiles through a gather or slice"
         cone, why = weight_prologue_cone(dot, p, self.ranges)
         if why is not None:
             return why
         members = [m for m in cone if m.opcode != "constant" or "ref" not in m.attrs]
         if any(id(m) in owner for m in members if not _cheap(m, self.ranges)):
             return "part of its chain is already fused elsewhere"
-        trial = Group(group.root, group.kind, group.members + members, dot)
+        trial = Group(group.root, group.kind, group.members + members, group.heavy)
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
         if len(trial.members) > MAX_INSTRUCTIONS:
@@ -551,8 +556,7 @@ class Fusion(Pass):
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
         if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
-        if _computed(group.heavy.operands[1]):  # a dequantized weight keeps its prologue (one per kernel)
-            return "the dot computes its weight in its B-tile loads"
+        # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
         chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why

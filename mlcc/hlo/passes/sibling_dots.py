@@ -6,7 +6,9 @@ over the concatenated weights (Q, K and V projections in one kernel), each sibli
 
 The weights (and biases) are concatenated at compile time: the weights lazily (mlcc/hlo/lazy_constants.py),
 so a model's mapped weights are not copied into memory to make the merged one. The slices are views: a consumer that
-reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K.
+reads through strides (attention) reads them in place. Only 2-D weights [K, N] contracted on K; or weights computed
+from packed constants (MatMulNBits' [N, K], an int4 blocked DequantizeLinear's [K, N]), whose constants are
+concatenated instead and the chain computing the weight rebuilt over them (mlcc/hlo/passes/sibling_chains.py).
 Two siblings combined elementwise (a gated MLP's gate and up projections) stay apart: the fusion pass
 accumulates both in one output tile.
 """
@@ -22,6 +24,7 @@ from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.lazy_constants import ConcatenatedWeights
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.passes.sibling_chains import build_chain, plan_chains
 
 
 def _weight(inst: Instruction, module: Module) -> np.ndarray | None:
@@ -45,6 +48,15 @@ def _sibling(dot: Instruction, x: Instruction) -> bool:
     return (dot.opcode == "dot" and dot.operands[0] is x and not a["lhs_batch_dims"] and not a["rhs_batch_dims"]
             and tuple(a["lhs_contracting_dims"]) == (x.shape.rank - 1,) and tuple(a["rhs_contracting_dims"]) == (0,)
             and dot.operands[1].opcode == "constant" and dot.operands[1].shape.rank == 2)
+
+
+def _computed_sibling(dot: Instruction, x: Instruction) -> bool:
+    """dot reads x as its lhs, contracted on its last dim, by a [K, N] or [N, K] weight some chain computes."""
+    if dot.opcode != "dot" or dot.operands[0] is not x:
+        return False
+    a, w = dot.attrs, dot.operands[1]
+    return (not a["lhs_batch_dims"] and not a["rhs_batch_dims"] and w.opcode != "constant" and w.shape.rank == 2
+            and tuple(a["lhs_contracting_dims"]) == (x.shape.rank - 1,) and len(a["rhs_contracting_dims"]) == 1)
 
 
 def _bias(dot: Instruction, module: Module) -> tuple[Instruction, np.ndarray] | None:
@@ -93,6 +105,7 @@ class MergeSiblingDots(Pass):
         for x in list(comp.instructions):
             if x.parent is not comp or x.shape.is_tuple:
                 continue
+            changed |= self._merge_computed(module, comp, x)
             dots = [u for u in x.users if _sibling(u, x)]
             results, operands = {d.shape.dtype for d in dots}, {d.operands[1].shape.dtype for d in dots}
             if len(dots) < 2 or len(results) != 1 or len(operands) != 1 or _gated_pair(dots):
@@ -106,18 +119,51 @@ class MergeSiblingDots(Pass):
             changed = True
         return changed
 
-    def _merge(self, module: Module, comp: Computation, x: Instruction, dots: list[Instruction],
-               weights: list[np.ndarray], biases: list[Any] | None) -> None:
-        dtype = dots[0].shape.dtype
-        w = ConcatenatedWeights(weights, axis=1)  # its parts until the writer streams it (weights.bin)
-        key = _fresh_key(module, "merged_weights")
-        module.constants[key] = w
+    def _merge_computed(self, module: Module, comp: Computation, x: Instruction) -> bool:
+        """Merge x's sibling dots whose weights are computed from packed constants (sibling_chains.py)."""
+        groups: dict[tuple, list[Instruction]] = {}
+        for u in x.users:
+            if _computed_sibling(u, x):
+                key = (tuple(u.attrs["rhs_contracting_dims"]), u.shape.dtype, u.operands[1].shape.dtype)
+                groups.setdefault(key, []).append(u)
+        changed = False
+        for key, dots in groups.items():
+            if len(dots) < 2 or _gated_pair(dots):
+                continue
+            ws = [d.operands[1] for d in dots]
+            plan = plan_chains(ws, 1 - key[0][0], module)
+            if plan is None or not (plan.packed and plan.unpacks):
+                continue
+            biases = [_bias(d, module) for d in dots]
+            anchor = self._anchor(comp, dots)
+            wc = build_chain(comp, module, anchor, ws, plan)
+            self._merge(module, comp, x, dots, [int(d.shape.dims[-1]) for d in dots],
+                        biases if all(b is not None for b in biases) else None, wc)
+            changed = True
+        return changed
+
+    @staticmethod
+    def _anchor(comp: Computation, dots: list[Instruction]) -> Instruction:
         last = max(comp.instructions.index(d) for d in dots)
-        anchor = comp.instructions[last + 1] if last + 1 < len(comp.instructions) else comp.root
+        return comp.instructions[last + 1] if last + 1 < len(comp.instructions) else comp.root
+
+    def _merge(self, module: Module, comp: Computation, x: Instruction, dots: list[Instruction],
+               weights: list[np.ndarray] | list[int], biases: list[Any] | None,
+               wc: Instruction | None = None) -> None:
+        """Replace dots by one dot over their weights concatenated (constant weights, or ``wc`` computing
+        them: then ``weights`` are the dots' output widths) and slices of its result."""
+        dtype = dots[0].shape.dtype
+        anchor = self._anchor(comp, dots)
         origin = tuple(dict.fromkeys(o for d in dots for o in d.origin))
-        wc = comp.insert_before(anchor, Instruction(comp.unique_name("merged_weights"), "constant",
-                                                    Shape(dots[0].operands[1].shape.dtype, w.shape), attrs={"ref": key}))
-        dims = tuple(x.shape.dims[:-1]) + (int(w.shape[1]),)
+        if wc is None:
+            w = ConcatenatedWeights(weights, axis=1)  # its parts until the writer streams it (weights.bin)
+            key = _fresh_key(module, "merged_weights")
+            module.constants[key] = w
+            wc = comp.insert_before(anchor, Instruction(comp.unique_name("merged_weights"), "constant",
+                                                        Shape(dots[0].operands[1].shape.dtype, w.shape),
+                                                        attrs={"ref": key}))
+        widths = [int(wt) if isinstance(wt, int) else int(wt.shape[1]) for wt in weights]
+        dims = tuple(x.shape.dims[:-1]) + (sum(widths),)
         merged = comp.insert_before(anchor, Instruction(comp.unique_name(dots[0].name), "dot", Shape(dtype, dims),
                                                         [x, wc], dict(dots[0].attrs), origin=origin))
         targets: list[Instruction] = list(dots)
@@ -135,8 +181,7 @@ class MergeSiblingDots(Pass):
             targets = [a for a, _ in biases]
         start = 0
         rank = len(dims)
-        for t, wt in zip(targets, weights):
-            n = int(wt.shape[1])
+        for t, n in zip(targets, widths):
             sl = comp.insert_before(anchor, Instruction(
                 comp.unique_name(f"{t.name}.slice"), "slice", Shape(dtype, dims[:-1] + (n,)), [merged],
                 {"start_indices": (0,) * (rank - 1) + (start,), "limit_indices": dims[:-1] + (start + n,),

@@ -1,0 +1,74 @@
+"""A 4-bit decoder's decode step in the float model's launches (tests/data/models/nbits): its Q, K and V
+MatMulNBits (or int4 DequantizeLinear -> MatMul) merge into one dot over the concatenated packed bytes,
+scales and zero points, which normalizes its A tiles (the RMSNorm) while dequantizing its B tiles; the gated
+MLP's gate and up projections share one output tile, each weight dequantized in its own B loads. The fused
+build still matches onnxruntime, on CPU and on the simulated sm_90 device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mlcc
+
+DATA = Path(__file__).parent / "data" / "models" / "nbits"
+DECODE = {"precision": "fp16", "shapes": {"seq": [1]}}
+PACKED_LINEAR = ["b32_asym", "b32_sym", "b128_asym", "b128_sym", "b32_8bit", "qdq_b32_asym", "qdq_b128_sym"]
+
+
+def _manifest(name: str, out: Path, **options) -> dict:
+    mlcc.compile(DATA / f"{name}.onnx", out, cache_dir="", **{"targets": [], **options})
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def float_decode(tmp_path_factory) -> dict:
+    return _manifest("float", tmp_path_factory.mktemp("float"), **DECODE)
+
+
+@pytest.mark.parametrize("name", PACKED_LINEAR)
+def test_a_4bit_decoders_decode_step_takes_the_float_models_launches(tmp_path, name, float_decode):
+    m = _manifest(name, tmp_path / name, **DECODE)
+    assert m["stats"]["launches"] == float_decode["stats"]["launches"] == 13
+    # per layer: one QKV dot (its RMSNorm in the A loads), attention, the output projection, the second norm,
+    # the gated MLP (gate and up in one tile), the down projection; then the final norm with the lm head
+    # per layer, the RMSNorm in the QKV dot's A loads next to its weight's dequantization in the B loads, and
+    # the gate and up weights each dequantized in the gated MLP kernel's B loads (b, b_1)
+    kernels = {k["name"]: k for k in m["kernels"]}
+
+    def source(step: dict) -> str:
+        kernel = kernels[step["kernel"]]
+        return (tmp_path / name / kernel["source"]).read_text() if kernel["template"] == "matmul.py.jinja" else ""
+    for layer in ("l0", "l1"):
+        norm = [source(s) for s in m["schedule"] if f"{layer}_ln1_out" in s["ops"]]
+        assert len(norm) == 1 and "a_rstd" in norm[0] and "b = tl.where(mask_w" in norm[0]
+        gated = [source(s) for s in m["schedule"] if f"{layer}_gated" in s["ops"]]
+        assert len(gated) == 1 and "b = tl.where(mask_w" in gated[0] and "b_1 = tl.where(mask_w" in gated[0]
+
+
+def test_the_gather_block_quantized_decoders_transformer_takes_the_float_models_launches(tmp_path, float_decode):
+    # (its embedding row's own dequantization, kernels of nothing but the GatherBlockQuantized, aside)
+    m = _manifest("b32_asym_gbq", tmp_path / "gbq", **DECODE)
+    rest = [s for s in m["schedule"] if set(s["ops"]) != {"embedded_Q4"}]
+    assert len(rest) == float_decode["stats"]["launches"]
+
+
+@pytest.mark.parametrize("name", ["b32_asym", "qdq_b128_sym"])
+def test_the_fused_decoder_matches_onnxruntime_with_the_float_models_launches(tmp_path, name):
+    m = _manifest(name, tmp_path / name, shapes={"seq": [4]})
+    assert m["stats"]["launches"] == _manifest("float", tmp_path / "float", shapes={"seq": [4]})["stats"]["launches"]
+    got = mlcc.load(tmp_path / name, device="cpu").run(dict(np.load(DATA / "inputs.npz")))["logits"]
+    np.testing.assert_allclose(got, np.load(DATA / f"{name}.ref.npz")["logits"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_fused_qdq_decoder_matches_onnxruntime_on_the_simulated_sm90_device(tmp_path):
+    # the GPU launch configs of the merged, norm-prologue and gated dequantizing dots under the interpreter
+    m = _manifest("qdq_b32_asym", tmp_path / "b", targets=["sm_90"], precision="fp16", shapes={"seq": [4]})
+    assert m["stats"]["launches"] == 13
+    got = mlcc.load(tmp_path / "b", device="sim:sm_90").run(dict(np.load(DATA / "inputs.npz")))["logits"]
+    np.testing.assert_allclose(got.astype(np.float32), np.load(DATA / "qdq_b32_asym.ref.npz")["logits"],
+                               rtol=2e-2, atol=2e-2)
