@@ -429,10 +429,10 @@ def _fp8_upcasts(upcast: list[tuple[str, str, tuple[str, ...]]], options: Compil
                            f"{' or '.join(x[2:] for x in types)} tensor cores" for types, ts in by_types.items())
     kernels = sorted({k for k, _, _ in upcast})
     if options.fp8 == "strict":
-        having = ", ".join(f"{t.name} ({', '.join(x[2:] for x in t.fp8_dot)})" for t in TARGETS.values() if t.fp8_dot)
+        having = "; ".join(f"{t.name}: {', '.join(x[2:] for x in t.fp8_dot)}" for t in TARGETS.values() if t.fp8_dot)
         raise UnsupportedError(f"--fp8 strict: {lacking} for the {len(kernels)} fp8 contraction kernels "
-                               f"({kernels[0]}, ...); build for a target that has ({having}), or let them multiply "
-                               f"in f16 (--fp8 upcast)")
+                               f"({kernels[0]}, ...); build for a target whose tensor cores take them ({having}), "
+                               f"or let them multiply in f16 (--fp8 upcast)")
     values = "/".join(F8_SHORT.get(x, x[2:]) for x in FP8_DOT if any(x in s for s in by_target.values()))
     return [f"warning: {lacking}: {len(kernels)} fp8 contraction kernels multiply in f16 there (exact: every "
             f"{values} value is an f16 value; f32 sums)"]

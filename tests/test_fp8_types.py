@@ -8,7 +8,11 @@ and there is no -0 (a negative value that rounds to zero quantizes to 0x00, not 
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -16,14 +20,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import mlcc
-from mlcc.compiler import CompileOptions, lower_model
+from mlcc.compiler import CompileOptions, _fp8_upcasts, lower_model
 from mlcc.emit.codegen.triton_types import fp8_operand_types
 from mlcc.emit.target.aot import triton_compile
 from mlcc.emit.target.binaries import nvidia_tool
 from mlcc.emit.target.targets import parse_target
+from mlcc.errors import UnsupportedError
 from mlcc.hlo.shape_inference import FP8_DOT
 from mlcc.inspect import binaries_summary
 
+ROOT = Path(__file__).resolve().parent.parent
 TYPES = {"e4m3fn": TensorProto.FLOAT8E4M3FN, "e5m2": TensorProto.FLOAT8E5M2,
          "e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ, "e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ}
 # (activation type, weight type): e5m2 alone, both mixed OCP orders, the fnuz forms alone and mixed, OCP with fnuz
@@ -154,3 +160,32 @@ def test_fp8_tensor_cores_on_sm_90_and_gfx942(tmp_path, ta, tw, sass, mfma):
         assert set(re.findall(r"v_mfma\w+", triton_compile(k, gfx942).asm["amdgcn"])) == mfma
     for device in ("cpu", "sim:sm_90", "sim:gfx942"):
         check(r.out_dir, model, device, feed())
+
+
+def test_fp8_strict_names_the_fnuz_types_sm_90_lacks_in_one_line(tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(qdq_model("e4m3fnuz", "e5m2fnuz").SerializeToString())
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "mlcc.cli", "compile", str(path), "-o", str(tmp_path / "b"),
+                        "--target", "sm_90,gfx942", "--fp8", "strict", "--no-cache"], capture_output=True, text=True,
+                       env=env)
+    assert p.returncode == 69
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert p.stderr.startswith("mlcc: error: --fp8 strict: sm_90 has no e4m3fnuz or e5m2fnuz tensor cores for the "
+                               "2 fp8 contraction kernels (")
+    assert p.stderr.endswith("build for a target whose tensor cores take them (sm_90: e4m3fn, e5m2; gfx942: "
+                             "e4m3fnuz, e5m2fnuz), or let them multiply in f16 (--fp8 upcast)\n")
+    assert not (tmp_path / "b").exists()
+
+
+def test_fp8_upcast_warning_names_what_each_target_lacks():
+    # kernels (name, target, their fp8 types) that a target decodes: one line, targets lacking the same types in
+    # one clause; a mixed e4m3fn x e4m3fnuz kernel on sm_90 lacks only e4m3fnuz
+    upcast = [("k0", "sm_80", ("f8e4m3fn", "f8e5m2")), ("k0", "gfx942", ("f8e4m3fn", "f8e5m2")),
+              ("k1", "sm_90", ("f8e4m3fn", "f8e4m3fnuz")), ("k1", "sm_80", ("f8e4m3fn", "f8e4m3fnuz"))]
+    assert _fp8_upcasts(upcast, CompileOptions()) == [
+        "warning: gfx942 has no e4m3fn or e5m2 tensor cores and sm_80 has no e4m3fn or e5m2 or e4m3fnuz tensor "
+        "cores and sm_90 has no e4m3fnuz tensor cores: 2 fp8 contraction kernels multiply in f16 there (exact: "
+        "every e4m3/e5m2/e4m3fnuz value is an f16 value; f32 sums)"]
+    with pytest.raises(UnsupportedError, match=r"^--fp8 strict: gfx942 has no e4m3fn or e5m2 tensor cores and "):
+        _fp8_upcasts(upcast, CompileOptions(fp8="strict"))
