@@ -189,3 +189,35 @@ def test_fp8_upcast_warning_names_what_each_target_lacks():
         "every e4m3/e5m2/e4m3fnuz value is an f16 value; f32 sums)"]
     with pytest.raises(UnsupportedError, match=r"^--fp8 strict: gfx942 has no e4m3fn or e5m2 tensor cores and "):
         _fp8_upcasts(upcast, CompileOptions(fp8="strict"))
+
+
+def _two_convolutions(tk: str, tj: str):
+    """z = Conv(xd, DQ(k)) + Conv(xd, DQ(j)): e4m3fn activations, weights of types tk and tj (a residual block's
+    main path and shortcut at the same output coordinates)."""
+    rng = np.random.default_rng(2)
+    k = helper.make_tensor("k", TYPES[tk], [16, 8, 3, 3], (rng.standard_normal(16 * 8 * 9) * 16).tolist())
+    j = helper.make_tensor("j", TYPES[tj], [16, 8, 1, 1], (rng.standard_normal(16 * 8) * 16).tolist())
+    scales = [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in (("sx", 0.03), ("s", 0.01))]
+    zeros = [helper.make_tensor(f"z{n}", TYPES[t], [], [0.0]) for n, t in (("x", "e4m3fn"), ("k", tk), ("j", tj))]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["k", "s", "zk"], ["kd"]),
+             helper.make_node("DequantizeLinear", ["j", "s", "zj"], ["jd"]),
+             helper.make_node("Conv", ["xd", "kd"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["xd", "jd"], ["c2"]),
+             helper.make_node("Add", ["c1", "c2"], ["z"])]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 16, 8, 8])],
+                              [k, j, *zeros, *scales])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@pytest.mark.parametrize("tk, tj, launches", [("e4m3fn", "e4m3fn", 2), ("e4m3fn", "e5m2", 3)])
+def test_two_fp8_convolutions_share_a_tile_only_with_one_weight_type(tmp_path, tk, tj, launches):
+    # one kernel reads both convolutions' weights as one fp8 type: weights of two types stay two kernels
+    model = _two_convolutions(tk, tj)
+    r = mlcc.compile(model, tmp_path / "b", targets=[])
+    assert len(fp8_contractions(r.out_dir)) == 2 and r.manifest["stats"]["launches"] == launches
+    x = np.random.default_rng(3).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(mlcc.load(r.out_dir, device="cpu").run({"x": x})["z"], ref, rtol=1e-5, atol=1e-5)

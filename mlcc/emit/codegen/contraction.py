@@ -258,6 +258,8 @@ def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
             raise bad("with two convolutions cannot group them")
         if heavy.operands[0].shape.dtype != second.operands[0].shape.dtype:
             raise bad("with two convolutions needs them on one input type")
+        if heavy.operands[1].shape.dtype != second.operands[1].shape.dtype:
+            raise bad("with two convolutions needs them on one weight type")
         if conv_dim_labels(heavy.attrs["dim_labels"])[2] != conv_dim_labels(second.attrs["dim_labels"])[2]:
             raise bad("with two convolutions needs their outputs labelled alike")
     if norms and heavy.opcode != "dot":
