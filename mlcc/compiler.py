@@ -73,7 +73,7 @@ class CompileOptions:
     quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize);
                                        # int8: static int8 QDQ calibrated on `calibration` (.npz by input name)
     calibration: str | None = None     # --calibration: hashed as an input of the build, not recorded as an option
-    fp8: str = "upcast"                # fp8 contractions a target's tensor cores lack the types of: upcast (f16) | strict
+    fp8: str = "upcast"                # fp8 contractions of types a target's tensor cores lack: upcast (f16) | strict
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""

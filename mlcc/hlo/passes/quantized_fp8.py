@@ -10,13 +10,13 @@ epilogue:
 
 The products of two such values are exact in f32 (at most 4 significant bits each, exponents within 2**+-34),
 so only the order of the f32 sums differs from the float contraction of the dequantized values; a NaN (an fnuz
-type's 0x80, e4m3fn's 0x7f, an e5m2 NaN) or an e5m2 infinity propagates as it does there. fp8 has no zero point. The scales follow the
-int8 rule (mlcc/hlo/passes/quantized_dot.py): the activation's per tensor, the weight's per tensor or along
-one weight dim that is not contracted. Convolutions must be ungrouped (the grouped kernels multiply without a
-tensor-core dot). A target whose tensor cores do not take the pairing upcasts the tiles to f16 in the kernel
-(exact: every value of the four types is an f16 value), or with ``--fp8 strict`` refuses to build
-(mlcc/compiler.py). Builds at --precision fp16|bf16 skip this pass
-(mlcc/pipeline.py): the unscaled sums would be stored in the half type.
+type's 0x80, e4m3fn's 0x7f, an e5m2 NaN) or an e5m2 infinity propagates as it does there. fp8 has no zero
+point. The scales follow the int8 rule (mlcc/hlo/passes/quantized_dot.py): the activation's per tensor, the
+weight's per tensor or along one weight dim that is not contracted. Convolutions must be ungrouped (the grouped
+kernels multiply without a tensor-core dot). A target whose tensor cores do not take the pairing upcasts the
+tiles to f16 in the kernel (exact: every value of the four types is an f16 value), or with ``--fp8 strict``
+refuses to build (mlcc/compiler.py). Builds at --precision fp16|bf16 skip this pass (mlcc/pipeline.py): the
+unscaled sums would be stored in the half type.
 """
 
 from __future__ import annotations
