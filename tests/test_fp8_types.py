@@ -117,16 +117,17 @@ def test_nan_and_negative_zero(tmp_path, ta, tw):
     check(r.out_dir, model, "cpu", inputs)
 
 
-def test_fnuz_tensor_cores_on_gfx942_are_an_upcast_with_a_warning_on_sm_90(tmp_path):
-    # the policy per target: sm_90's tensor cores take e4m3fn/e5m2, gfx942's the fnuz forms; a pair a target
-    # lacks is decoded exactly with one warning line (--fp8 upcast) or refused (--fp8 strict, exit 69)
-    model = qdq_model("e4m3fnuz", "e5m2fnuz")
+@pytest.mark.parametrize("ta, tw, on", [("e4m3fnuz", "e5m2fnuz", [0, 0, 1]), ("e5m2", "e4m3fn", [0, 1, 0]),
+                                        ("e4m3fn", "e4m3fnuz", [0, 0, 0])])
+def test_fp8_dot_per_target_follows_what_its_tensor_cores_take(ta, tw, on):
+    # FP8_DOT on sm_80, sm_90, gfx942: sm_90's tensor cores take e4m3fn/e5m2, gfx942's the fnuz forms, sm_80's
+    # none; an OCP type with an fnuz one, no target
     options = CompileOptions(targets=["sm_80", "sm_90", "gfx942"])
     targets = [parse_target(t) for t in options.targets]
-    _, kernels, _ = lower_model(model, options, targets)
+    _, kernels, _ = lower_model(qdq_model(ta, tw), options, targets)
     fp8 = [k for k in kernels.values() if "FP8_DOT" in k.config_for(targets[0]).constexprs]
     assert len(fp8) == 2
-    assert [[k.config_for(t).constexprs["FP8_DOT"] for t in targets] for k in fp8] == [[0, 0, 1]] * 2
+    assert [[k.config_for(t).constexprs["FP8_DOT"] for t in targets] for k in fp8] == [on] * 2
 
 
 @pytest.mark.slow  # AOT compiles of 3 models for sm_90 and gfx942, runs under the interpreter: about a minute
