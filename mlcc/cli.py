@@ -152,8 +152,9 @@ def main() -> None:
               help="Calibration inputs for --quantize int8: an .npz by input name, one sample per array or "
                    "S samples along a leading axis.")
 @click.option("--fp8", "fp8", type=click.Choice(["upcast", "strict"]), default=None,
-              help="fp8 contractions on a target without fp8 tensor cores (sm_80): upcast (default: multiply in "
-                   "f16, exact, with a warning) or strict (fail, exit 69).")
+              help="fp8 contractions on a target whose tensor cores lack their fp8 types (sm_80; fnuz types on "
+                   "sm_90, e4m3fn/e5m2 on gfx942): upcast (default: multiply in f16, exact, with a warning) or "
+                   "strict (fail, exit 69).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the bundle's HTML report (as mlcc report) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable result and diagnostics on stdout.")

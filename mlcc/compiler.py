@@ -25,7 +25,8 @@ from mlcc.emit.codegen.kernel import Kernel
 from mlcc.emit.codegen.lower_module import lower_module, tilings
 from mlcc.emit.target.binaries import spill_warnings
 from mlcc.emit.target.build import build_binaries, default_cache_dir
-from mlcc.emit.target.targets import Target, TargetError, device_model, parse_targets
+from mlcc.emit.codegen.triton_types import fp8_operand_types
+from mlcc.emit.target.targets import TARGETS, Target, TargetError, device_model, parse_target, parse_targets
 from mlcc.emit.target.tuning_db import TuningDb, load_tuning_db
 from mlcc.emit.tiling import untuned
 from mlcc.emit.writer import write_bundle
@@ -42,6 +43,7 @@ from mlcc.hlo.symbolic import DEFAULT_SIZE, symbols_of
 from mlcc.hlo.traffic import kernel_bytes
 from mlcc.frontend.onnx.quantize_static import quantize_static_int8
 from mlcc.hlo.passes.quantize_weights import SCHEMES, is_static_int8, parse_scheme
+from mlcc.hlo.shape_inference import FP8_DOT
 from mlcc.pipeline import check_disabled, compile_pipeline
 from mlcc.version import __version__
 
@@ -71,7 +73,7 @@ class CompileOptions:
     quantize: str | None = None        # w4[:BLOCK]: weight-only 4-bit quantization of float weights (--quantize);
                                        # int8: static int8 QDQ calibrated on `calibration` (.npz by input name)
     calibration: str | None = None     # --calibration: hashed as an input of the build, not recorded as an option
-    fp8: str = "upcast"                # fp8 contractions on a target without fp8 tensor cores: upcast (f16) | strict
+    fp8: str = "upcast"                # fp8 contractions of types a target's tensor cores lack: upcast (f16) | strict
 
     def effective(self) -> dict[str, Any]:
         """The options that change the bundle's bytes (recorded in the manifest, part of the up-to-date check)."""
@@ -351,7 +353,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
             os.utime(out_dir / "manifest.json")
             _write_depfile(options, out_dir, deps)
             return CompileResult(out_dir, manifest, up_to_date=True,
-                                 warnings=_fp8_upcasts(_manifest_fp8(manifest), options) + _spills(out_dir, options))
+                                 warnings=_fp8_upcasts(_manifest_fp8(manifest, out_dir), options)
+                                 + _spills(out_dir, options))
 
     module.analyses.unfused = unfused_stats(module)  # the baseline: the model as imported, one kernel per op
     report("passes", 0, 1)
@@ -363,8 +366,8 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
     report("lowering", 1, 1)
     if options.require_tuned:
         _require_tuned(kernels, targets, tuning)
-    fp8_lines = _fp8_upcasts([(k.name, t.name) for k in kernels.values() for t in targets
-                              if k.config_for(t).constexprs.get("FP8_DOT") == 0], options)
+    fp8_lines = _fp8_upcasts([(k.name, t.name, fp8_operand_types(k.source)) for k in kernels.values()
+                              for t in targets if k.config_for(t).constexprs.get("FP8_DOT") == 0], options)
     if options.check_numerics:
         report("numerics", 0, len(launches))
         check_numerics(module, kernels, launches)
@@ -398,25 +401,44 @@ def _compile(model: Any, out_dir: Path, options: CompileOptions, progress: Progr
 FP8_POLICIES = ("upcast", "strict")
 
 
-def _manifest_fp8(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    """(kernel, target) of a bundle's fp8 contractions built without fp8 tensor cores."""
-    return [(k["name"], t) for k in manifest["kernels"] for t, b in sorted(k.get("binaries", {}).items())
-            if b["config"]["constexprs"].get("FP8_DOT") == 0]
+def _manifest_fp8(manifest: dict[str, Any], out_dir: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(kernel, target, fp8 types) of a bundle's fp8 contractions built without fp8 tensor cores."""
+    found = []
+    for k in manifest["kernels"]:
+        upcast = [t for t, b in sorted(k.get("binaries", {}).items()) if b["config"]["constexprs"].get("FP8_DOT") == 0]
+        if upcast:
+            types = fp8_operand_types((out_dir / k["source"]).read_text())
+            found += [(k["name"], t, types) for t in upcast]
+    return found
 
 
-def _fp8_upcasts(upcast: list[tuple[str, str]], options: CompileOptions) -> list[str]:
-    """The fp8 contraction kernels (kernel, target) multiply in f16 where the target has no fp8 tensor cores
-    (FP8_DOT 0: templates/_fp8_dot.jinja), exactly: one warning line; with --fp8 strict, UnsupportedError."""
+def _fp8_upcasts(upcast: list[tuple[str, str, tuple[str, ...]]], options: CompileOptions) -> list[str]:
+    """The fp8 contraction kernels (kernel, target, their fp8 types) multiply in f16 where the target's tensor
+    cores do not take their types (FP8_DOT 0: templates/_fp8_dot.jinja), exactly: one warning line; with
+    --fp8 strict, UnsupportedError. Targets lacking the same types share a clause: "sm_80 has no e4m3fn or
+    e5m2 tensor cores and sm_90 has no e4m3fnuz tensor cores"."""
     if not upcast:
         return []
-    where = sorted({t for _, t in upcast})
-    kernels = sorted({k for k, _ in upcast})
-    lacking = f"{', '.join(where)} {'has' if len(where) == 1 else 'have'} no e4m3fn tensor cores"
+    by_target: dict[str, set[str]] = {}
+    for _, t, types in upcast:  # the types the target lacks (a mixed e4m3fn x e4m3fnuz kernel on sm_90: e4m3fnuz)
+        by_target.setdefault(t, set()).update(set(types) - set(parse_target(t).fp8_dot) or types)
+    by_types: dict[tuple[str, ...], list[str]] = {}
+    for t in sorted(by_target):
+        by_types.setdefault(tuple(x for x in FP8_DOT if x in by_target[t]), []).append(t)
+    lacking = " and ".join(f"{', '.join(ts)} {'has' if len(ts) == 1 else 'have'} no "
+                           f"{' or '.join(x[2:] for x in types)} tensor cores" for types, ts in by_types.items())
+    kernels = sorted({k for k, _, _ in upcast})
     if options.fp8 == "strict":
+        having = "; ".join(f"{t.name}: {', '.join(x[2:] for x in t.fp8_dot)}" for t in TARGETS.values() if t.fp8_dot)
         raise UnsupportedError(f"--fp8 strict: {lacking} for the {len(kernels)} fp8 contraction kernels "
-                               f"({kernels[0]}, ...); build for sm_90, or let them multiply in f16 (--fp8 upcast)")
+                               f"({kernels[0]}, ...); build for a target whose tensor cores take them ({having}), "
+                               f"or let them multiply in f16 (--fp8 upcast)")
+    values = "/".join(F8_SHORT.get(x, x[2:]) for x in FP8_DOT if any(x in s for s in by_target.values()))
     return [f"warning: {lacking}: {len(kernels)} fp8 contraction kernels multiply in f16 there (exact: every "
-            f"e4m3 value is an f16 value; f32 sums)"]
+            f"{values} value is an f16 value; f32 sums)"]
+
+
+F8_SHORT = {"f8e4m3fn": "e4m3"}  # the warning's name of the values (the others by their type's)
 
 
 def _spills(out_dir: Path, options: CompileOptions) -> list[str]:

@@ -69,8 +69,9 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
         if block is None:
             raise UnsupportedError(f"unknown --quantize scheme '{quantize}'")
         first.append(QuantizeWeights(block))
-    # fp8 contractions sum the unscaled e4m3 products (up to 448**2 each) and scale after: a half type, which
-    # --precision fp16|bf16 gives every f32 value, would overflow there. Those builds keep the dequantized dots.
+    # fp8 contractions sum the unscaled fp8 products (up to 448**2 each, 57344**2 for e5m2) and scale after: a
+    # half type, which --precision fp16|bf16 gives every f32 value, would overflow there. Those builds keep the
+    # dequantized dots.
     fp8 = [Fp8Contraction()] if precision in ("fp32", "tf32") else []
     return [
         # before cleanup folds dequantized weights into float constants

@@ -20,11 +20,12 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES
+from mlcc.hlo.shape_inference import FP8_DOT
 
-DOT_DTYPES = ("f16", "bf16", "f32", "f64", "s8", "u8", "f8e4m3fn")  # tl.dot on these; wider integers multiply and sum
+DOT_DTYPES = ("f16", "bf16", "f32", "f64", "s8", "u8", *FP8_DOT)  # tl.dot on these; wider integers multiply and sum
 HALF = ("f16", "bf16")
 INT8 = ("s8", "u8")      # int32 accumulation on the integer tensor cores, half-sized tiles
-FP8 = ("f8e4m3fn",)      # f32 accumulation on fp8 tensor cores where the target has them (FP8_DOT), f16 elsewhere
+FP8 = FP8_DOT            # f32 accumulation on fp8 tensor cores where the target has them (FP8_DOT), f16 elsewhere
 GROUP_M = 8
 MIN_DOT_TILE = 16        # tl.dot needs every tile dim >= 16
 MIN_INT8_K = 32          # and a K tile of 32 for 8-bit integers (IMMA's k32)
@@ -39,13 +40,16 @@ def uses_tl_dot(dtype: str) -> bool:
 
 
 def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
-                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False, whole_k: bool = False) -> dict:
+                   ranges: Ranges = NO_RANGES, weight_prologue: bool = False, whole_k: bool = False,
+                   rhs_dtype: str | None = None) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
     the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates;
     "weight_prologue" (only when set) says the kernel computes its B tiles (a packed weight dequantized in
-    the K loop)."""
+    the K loop); "rhs_dtype" (only an fp8 product of two fp8 types) the other operand's type."""
     problem = {"m": upper(m, ranges), "n": upper(n, ranges), "k": upper(k, ranges), "batch": upper(batch, ranges),
                "dtype": dtype, "whole_rows": whole_rows}
+    if dtype in FP8 and rhs_dtype is not None and rhs_dtype != dtype:
+        problem["rhs_dtype"] = rhs_dtype
     if weight_prologue:
         problem["weight_prologue"] = True
     if whole_k:  # the kernel normalizes its A rows as it loads them: one K tile spans a row (BLOCK_K >= k)
@@ -57,11 +61,11 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
                   whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES,
-                  weight_prologue: bool = False, whole_k: bool = False) -> LaunchConfig:
+                  weight_prologue: bool = False, whole_k: bool = False, rhs_dtype: str | None = None) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue, whole_k)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue, whole_k, rhs_dtype)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
@@ -292,12 +296,14 @@ WGMMA_ROWS = 64          # rows of a warp group's wgmma: sm_90 runs a smaller ti
 
 def matmul_heuristic(problem: dict, target: Target) -> LaunchConfig:
     tiles, warps, stages = _gpu_tiles(problem, target)
-    if problem["dtype"] in FP8 and target.fp8_dot and tiles["BLOCK_M"] * tiles["BLOCK_N"] <= 128 * 256 // 4:
+    fp8_dot = problem["dtype"] in FP8 and target.multiplies_fp8(problem["dtype"],
+                                                                problem.get("rhs_dtype", problem["dtype"]))
+    if fp8_dot and target.vendor == "nvidia" and tiles["BLOCK_M"] * tiles["BLOCK_N"] <= 128 * 256 // 4:
         # Triton's mma.sync path on sm_90 upcasts fp8 to f16: a short product's rows pad to a wgmma tile instead
         tiles["BLOCK_M"] = max(tiles["BLOCK_M"], WGMMA_ROWS)
     config = matmul_config(problem, tiles, warps, stages)
     if problem["dtype"] in FP8:
-        config.constexprs["FP8_DOT"] = int(target.fp8_dot)
+        config.constexprs["FP8_DOT"] = int(fp8_dot)
     return config
 
 

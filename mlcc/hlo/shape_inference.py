@@ -361,7 +361,8 @@ def _cumsum(opcode, ops, attrs, given):
 
 
 INT8 = ("s8", "u8")
-FP8_DOT = ("f8e4m3fn",)  # the fp8 type contractions take (mlcc/hlo/passes/quantized_fp8.py): products in f32
+# the fp8 types contractions take, in any pairing (mlcc/hlo/passes/quantized_fp8.py): products exact in f32
+FP8_DOT = ("f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 
 
 def _contraction_dtype(opcode: str, lhs: str, rhs: str, given: Shape | None) -> str:

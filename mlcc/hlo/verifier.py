@@ -57,7 +57,7 @@ def storage_misuse(inst: Instruction) -> str | None:
         return None
     if inst.opcode in ("dot", "convolution") and inst.shape.dtype == "f32" and all(
             o.shape.dtype in FP8_DOT for o in inst.operands):
-        return None  # an fp8 contraction: the tensor cores multiply e4m3 values (mlcc/hlo/passes/quantized_fp8.py)
+        return None  # an fp8 contraction: the tensor cores multiply fp8 values (mlcc/hlo/passes/quantized_fp8.py)
     found = _storage_dtypes(inst.shape) + [d for o in inst.operands for d in _storage_dtypes(o.shape)]
     return found[0] if found else None
 

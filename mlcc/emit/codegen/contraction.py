@@ -44,6 +44,7 @@ from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
 from mlcc.emit.codegen.narrow import decode_float
+from mlcc.emit.codegen.triton_types import TL_FP8
 from mlcc.emit.matmul_tiles import FP8, HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction, Shape
@@ -65,9 +66,9 @@ def _precision(dtype: str, rhs: str | None = None) -> dict:
     rhs = dtype if rhs is None else rhs
     int8 = {"shift_a": dtype == "u8", "shift_b": rhs == "u8"} if dtype in INT8 and rhs in INT8 else None
     # fp8 (templates/_fp8_dot.jinja): the statements that decode the a, b (and b_1) tiles' bits to f32 values,
-    # for targets without fp8 tensor cores
-    fp8 = {v: decode_float(f"{v}_f", v, t) for v, t in (("a", dtype), ("b", rhs), ("b_1", rhs))} \
-        if dtype in FP8 and rhs in FP8 else None
+    # for targets without fp8 tensor cores, and the Triton fp8 types the tiles are to the tensor cores
+    fp8 = {**{v: decode_float(f"{v}_f", v, t) for v, t in (("a", dtype), ("b", rhs), ("b_1", rhs))},
+           "a_type": TL_FP8[dtype], "b_type": TL_FP8[rhs]} if dtype in FP8 and rhs in FP8 else None
     return {"use_dot": uses_tl_dot(dtype), "ieee": dtype in ("f32", "f64"), "bf16_dot": dtype == "bf16",
             "int8_dot": int8, "fp8_dot": fp8, "acc_type": tl_type(_acc_dtype(dtype))}
 
@@ -268,6 +269,8 @@ def _output_fusion_heavies(fusion: Instruction, contractions: list[Instruction],
             raise bad("with two convolutions cannot group them")
         if heavy.operands[0].shape.dtype != second.operands[0].shape.dtype:
             raise bad("with two convolutions needs them on one input type")
+        if heavy.operands[1].shape.dtype != second.operands[1].shape.dtype:
+            raise bad("with two convolutions needs them on one weight type")
         if conv_dim_labels(heavy.attrs["dim_labels"])[2] != conv_dim_labels(second.attrs["dim_labels"])[2]:
             raise bad("with two convolutions needs their outputs labelled alike")
     if norms and heavy.opcode != "dot":
@@ -325,14 +328,16 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     whole_rows = norm is not None
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
-                                    ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k),
+                                    ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k,
+                                    rhs_dtype=rhs.dtype),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
-                                            ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k),
+                                            ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k,
+                                            rhs_dtype=rhs.dtype),
                   flops=(2 if rhs_1 is None else 4) * upper(batch, io.ranges) * upper(m, io.ranges)
                   * upper(n, io.ranges) * upper(k, io.ranges) + fused_flops + weight_flops
                   + (a_norm["ops"] * upper(m, io.ranges) * upper(k, io.ranges) if a_norm else 0),
                   extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
-                                                   weight is not None, whole_k)},
+                                                   weight is not None, whole_k, rhs.dtype)},
                   scalars=io.symbols(),
                   body_ir=sections_ir(weight=weight, weight_1=weight_1, epilogue=fused,
                                       **({"a_norm": a_norm["x"]} if a_norm else {})))
@@ -467,9 +472,12 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype, w.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
-                  gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False, ranges=io.ranges),
-                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True, ranges=io.ranges),
-                  flops=flops, extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype, ranges=io.ranges)},
+                  gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False, ranges=io.ranges,
+                                    rhs_dtype=w.dtype),
+                  interpreter=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=True, ranges=io.ranges,
+                                            rhs_dtype=w.dtype),
+                  flops=flops, extra={"problem": matmul_problem(m, n, k_tile, groups, x.dtype, ranges=io.ranges,
+                                                                rhs_dtype=w.dtype)},
                   scalars=io.symbols(),
                   body_ir=sections_ir(epilogue=fused))
 

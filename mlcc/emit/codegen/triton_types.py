@@ -22,6 +22,16 @@ TL_TYPES = {
     **{t: "tl.uint8" for t in STORAGE_DTYPES},
 }
 
+# The fp8 types as Triton's tl.dot takes them (templates/_fp8_dot.jinja: the tiles' bits reinterpreted).
+TL_FP8 = {"f8e4m3fn": "tl.float8e4nv", "f8e5m2": "tl.float8e5", "f8e4m3fnuz": "tl.float8e4b8",
+          "f8e5m2fnuz": "tl.float8e5b16"}
+
+
+
+def fp8_operand_types(source: str) -> tuple[str, ...]:
+    """The fp8 types an fp8 contraction kernel's source multiplies (its tiles reinterpreted as TL_FP8 types)."""
+    return tuple(t for t, tl in TL_FP8.items() if f".to({tl}, bitcast=True)" in source)
+
 
 def tl_type(dtype: str) -> str:
     """The triton.language dtype of an IR dtype (``tl.float32`` for f32)."""

@@ -39,6 +39,19 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
                    source_path: Path | None = None) -> Binary:
     """Compile kernel.source for target with config (default: the kernel's config for that target); returns
     the ELF (cubin) or hsaco bytes and launch metadata."""
+    config = config or kernel.config_for(target)
+    compiled = triton_compile(kernel, target, config, source_path)
+    data = compiled.asm[target.binary_format]
+    if isinstance(data, str):
+        data = data.encode()
+    meta = json.dumps(compiled.metadata._asdict(), default=vars, sort_keys=True)
+    return Binary(target.name, data, target.binary_format, int(compiled.metadata.shared),
+                  config.num_warps, config.num_stages, compiled.metadata.name, meta)
+
+
+def triton_compile(kernel: Kernel, target: Target, config: LaunchConfig | None = None,
+                   source_path: Path | None = None) -> Any:
+    """Triton's compiled kernel (its ``asm`` holds the binary and the texts on the way: ptx, amdgcn)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -66,10 +79,4 @@ def compile_kernel(kernel: Kernel, target: Target, config: LaunchConfig | None =
         src = ASTSource(fn=jit_fn, signature=signature, constexprs=dict(config.constexprs), attrs=attrs)
         # FMA contraction on, stated explicitly (Triton 3.9 warns when the default is left implicit).
         options = {"num_warps": config.num_warps, "num_stages": config.num_stages, "enable_fp_fusion": True}
-        compiled = triton.compile(src, target=GPUTarget(target.backend, target.arch, target.warp_size), options=options)
-    data = compiled.asm[target.binary_format]
-    if isinstance(data, str):
-        data = data.encode()
-    meta = json.dumps(compiled.metadata._asdict(), default=vars, sort_keys=True)
-    return Binary(target.name, data, target.binary_format, int(compiled.metadata.shared),
-                  config.num_warps, config.num_stages, compiled.metadata.name, meta)
+        return triton.compile(src, target=GPUTarget(target.backend, target.arch, target.warp_size), options=options)

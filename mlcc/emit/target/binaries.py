@@ -246,7 +246,7 @@ def hsaco_params(kernel_meta: dict[str, Any]) -> list[Param]:
 # HMMA/IMMA/DMMA/BMMA are mma (warp MMA, sm_70+).
 WGMMA_OPCODES = ("HGMMA", "IGMMA", "QGMMA", "BGMMA")
 MMA_OPCODES = ("HMMA", "IMMA", "DMMA", "BMMA")
-_SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Z0-9_]+)*)")
+_SASS_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)")
 
 
 def nvidia_tool(name: str) -> Path | None:
@@ -376,6 +376,8 @@ def read_binary(path: Path, target: Target, function: str, metadata: dict[str, A
             facts.wgmma = sum(1 for o, _ in ops if o in WGMMA_OPCODES)
             facts.mma = sum(1 for o, _ in ops if o in MMA_OPCODES)
             facts.extra["matrix_opcodes"] = sorted({o for o, _ in ops if o in WGMMA_OPCODES + MMA_OPCODES})
+            # with their shape and operand types: QGMMA.64x64x32.F32.E5M2.E4M3 (e5m2 x e4m3fn fp8 wgmma)
+            facts.extra["matrix_forms"] = sorted({o + m for o, m in ops if o in WGMMA_OPCODES + MMA_OPCODES})
         return facts
     meta = hsaco_kernel(hsaco_metadata(sections), function)
     vgpr_spill = int(meta.get(".vgpr_spill_count", 0))

@@ -74,7 +74,13 @@ class Target:
     register_granule: int = 256         # NVIDIA: registers allocated per warp in these units; AMD: VGPRs
     simds: int = 1                      # AMD: SIMDs per CU a workgroup's wavefronts spread over
     grid_limits: tuple[int, int, int] = (2**31 - 1, 65535, 65535)   # most programs per grid dimension
-    fp8_dot: bool = False     # tensor cores that multiply float8 e4m3fn (Triton's float8e4nv): sm_90's fp8 wgmma
+    # the fp8 types the tensor (matrix) cores multiply, in any pairing: sm_90's fp8 wgmma takes e4m3fn and e5m2
+    # (Triton's float8e4nv, float8e5), gfx942's fp8/bf8 MFMA e4m3fnuz and e5m2fnuz (float8e4b8, float8e5b16)
+    fp8_dot: tuple[str, ...] = ()
+
+    def multiplies_fp8(self, lhs: str, rhs: str) -> bool:
+        """Whether the tensor cores take an lhs x rhs fp8 product (templates/_fp8_dot.jinja's FP8_DOT)."""
+        return lhs in self.fp8_dot and rhs in self.fp8_dot
 
     @property
     def vendor(self) -> str:
@@ -89,19 +95,20 @@ class Target:
 def _nvidia(name: str, arch: int, *, shared_kib: int = 99, sms: int = 0, matmul_stages: int = 3,
             attention_stages: int = 0, half_tile: tuple[int, int, int] = (128, 128, 64), l2_bytes: int = 0,
             peaks: tuple[float, float, float, float] | None = None, sm_shared_kib: int = 0,
-            sm_max_warps: int = 48, fp8_dot: bool = False) -> Target:
+            sm_max_warps: int = 48, fp8_dot: tuple[str, ...] = ()) -> Target:
     return Target(name, "cuda", arch, "cubin", 32, shared_kib * KIB, 255, sms, matmul_stages, attention_stages,
                   half_tile, (64, 64, 32), 128 * 128, l2_bytes, tuple(zip(PEAK_CLASSES, peaks)) if peaks else (),
                   sm_shared_bytes=(sm_shared_kib or shared_kib + 1) * KIB, shared_reserved_per_block=KIB,
                   sm_max_warps=sm_max_warps, fp8_dot=fp8_dot)
 
 
-def _amd(name: str, *, shared_kib: int = 64, sms: int = 0, half_tile: tuple[int, int, int] = (128, 128, 32)) -> Target:
+def _amd(name: str, *, shared_kib: int = 64, sms: int = 0, half_tile: tuple[int, int, int] = (128, 128, 32),
+         fp8_dot: tuple[str, ...] = ()) -> Target:
     # CDNA: 4 SIMDs per CU, 8 wavefronts per SIMD, 512 VGPRs (arch + accumulation) per lane, granule 8;
     # HIP's maxGridSize is (2^31-1, 65536, 65536) programs.
     return Target(name, "hip", name, "hsaco", 64, shared_kib * KIB, 512, sms, 2, 1, half_tile, (64, 64, 32), 128 * 256,
                   sm_shared_bytes=shared_kib * KIB, sm_max_warps=32, register_file=512, register_granule=8,
-                  simds=4, grid_limits=(2**31 - 1, 65536, 65536))
+                  simds=4, grid_limits=(2**31 - 1, 65536, 65536), fp8_dot=fp8_dot)
 
 
 # What every part of a vendor can run: the portable config (Kernel.gpu) is tiled for GENERIC, and a valid
@@ -114,9 +121,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
             sm_shared_kib=164, sm_max_warps=64),
     _nvidia("sm_90", 90, shared_kib=227, sms=132, matmul_stages=4, attention_stages=3, half_tile=(128, 256, 64),
             l2_bytes=50 * MIB, peaks=(989.4e12, 989.4e12, 494.7e12, 66.9e12), sm_shared_kib=228, sm_max_warps=64,
-            fp8_dot=True),
+            fp8_dot=("f8e4m3fn", "f8e5m2")),
     _amd("gfx90a", sms=110),
-    _amd("gfx942", sms=304),
+    _amd("gfx942", sms=304, fp8_dot=("f8e4m3fnuz", "f8e5m2fnuz")),
     _amd("gfx950", shared_kib=160, sms=256, half_tile=(128, 128, 64)),
 )}
 

@@ -269,6 +269,8 @@ def _second_contraction(group: Group, p: Instruction) -> str | None:
         return "grouped convolutions do not share an output tile"
     if p.operands[0].shape.dtype != heavy.operands[0].shape.dtype:
         return "the two convolutions' inputs have different types"
+    if p.operands[1].shape.dtype != heavy.operands[1].shape.dtype:
+        return "the two convolutions' weights have different types (one kernel reads both as one type)"
     return None
 
 

@@ -1,19 +1,22 @@
-"""fp8 contractions: a dot or convolution of two dequantized float8 e4m3fn values becomes an fp8 contraction.
+"""fp8 contractions: a dot or convolution of two dequantized float8 values becomes an fp8 contraction.
 
-    (convert(xq) * sx)  .  (convert(wq) * sw)        xq, wq: f8e4m3fn
+    (convert(xq) * sx)  .  (convert(wq) * sw)        xq, wq: f8e4m3fn, f8e5m2, f8e4m3fnuz or f8e5m2fnuz
 
-is rewritten to multiply the fp8 values themselves, accumulating in f32 (fp8 wgmma on sm_90), and apply the
-scales in the epilogue:
+(any pairing, mixed types included) is rewritten to multiply the fp8 values themselves, accumulating in f32
+(fp8 wgmma on sm_90 for e4m3fn/e5m2, fp8/bf8 MFMA on gfx942 for the fnuz forms), and apply the scales in the
+epilogue:
 
     y = convert_f32(dot(xq, wq) -> f32) * sx * sw
 
-The products of two e4m3 values are exact in f32 (4 significant bits each), so only the order of the f32 sums
-differs from the float contraction of the dequantized values. fp8 has no zero point. The scales follow the
-int8 rule (mlcc/hlo/passes/quantized_dot.py): the activation's per tensor, the weight's per tensor or along
-one weight dim that is not contracted. Convolutions must be ungrouped (the grouped kernels multiply without a
-tensor-core dot). A target without fp8 tensor cores upcasts the tiles to f16 in the kernel (exact), or with
-``--fp8 strict`` refuses to build (mlcc/compiler.py). Builds at --precision fp16|bf16 skip this pass
-(mlcc/pipeline.py): the unscaled sums would be stored in the half type.
+The products of two such values are exact in f32 (at most 4 significant bits each, exponents within 2**+-34),
+so only the order of the f32 sums differs from the float contraction of the dequantized values; a NaN (an fnuz
+type's 0x80, e4m3fn's 0x7f, an e5m2 NaN) or an e5m2 infinity propagates as it does there. fp8 has no zero
+point. The scales follow the int8 rule (mlcc/hlo/passes/quantized_dot.py): the activation's per tensor, the
+weight's per tensor or along one weight dim that is not contracted. Convolutions must be ungrouped (the grouped
+kernels multiply without a tensor-core dot). A target whose tensor cores do not take the pairing upcasts the
+tiles to f16 in the kernel (exact: every value of the four types is an f16 value), or with ``--fp8 strict``
+refuses to build (mlcc/compiler.py). Builds at --precision fp16|bf16 skip this pass (mlcc/pipeline.py): the
+unscaled sums would be stored in the half type.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from mlcc.hlo.shape_inference import FP8_DOT, conv_dim_labels
 
 
 def _fp8(v: Instruction) -> Dequantized | None:
-    """convert(q) or convert(q) * scale (either order), q an f8e4m3fn value."""
+    """convert(q) or convert(q) * scale (either order), q a value of an fp8 type (FP8_DOT)."""
     if not is_float(v.shape.dtype):
         return None
     pairs: list[tuple[Instruction, Instruction | None]] = [(v, None)]

@@ -1,9 +1,11 @@
-"""passes/quantized_fp8.py: contractions of two dequantized float8 e4m3fn values become fp8 contractions."""
+"""passes/quantized_fp8.py: contractions of two dequantized float8 values (e4m3fn, e5m2, the fnuz forms, in any
+pairing) become fp8 contractions."""
 
 from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 from mlcc.hlo.passes.quantized_fp8 import Fp8Contraction
 from tests.hlo.passes.pass_numerics import check_rewrite
@@ -34,7 +36,12 @@ def _fp8(shape: tuple[int, ...]) -> np.ndarray:
 def test_dequantized_fp8_dot_becomes_an_fp8_dot_with_the_scales_in_the_epilogue():
     # a per-tensor activation scale and per-column weight scales (either operand order of the multiply): the
     # e4m3 values meet in one dot accumulated in f32, and both scales multiply its result
-    check_rewrite(Fp8Contraction(), DOT, expected="""
+    check_rewrite(Fp8Contraction(), DOT, expected=EXPECTED_DOT,
+                  inputs={"p0": _fp8((4, 32)), "p1": _fp8((32, 16)), "p2": RNG.uniform(0.01, 0.1, 16).astype(np.float32)},
+                  rtol=1e-5, atol=1e-5)
+
+
+EXPECTED_DOT = """
       ENTRY %main {
         %x = f8e4m3fn[4,32]{1,0} parameter(0)
         %w = f8e4m3fn[32,16]{1,0} parameter(1)
@@ -47,8 +54,7 @@ def test_dequantized_fp8_dot_becomes_an_fp8_dot_with_the_scales_in_the_epilogue(
         %fp8-dot.4 = f32[4,16]{1,0} broadcast(%sw), dimensions={1}
         %fp8-dot.5 = f32[4,16]{1,0} multiply(%fp8-dot.3, %fp8-dot.4)
         ROOT %r = (f32[4,16]{1,0}) tuple(%fp8-dot.5)
-      }""", inputs={"p0": _fp8((4, 32)), "p1": _fp8((32, 16)), "p2": RNG.uniform(0.01, 0.1, 16).astype(np.float32)},
-                  rtol=1e-5, atol=1e-5)
+      }"""
 
 
 def test_a_scale_along_the_contracted_dim_keeps_the_float_dot():
@@ -59,11 +65,40 @@ def test_a_scale_along_the_contracted_dim_keeps_the_float_dot():
                   inputs={"p0": _fp8((4, 32)), "p1": _fp8((32, 16)), "p2": RNG.uniform(0.01, 0.1, 32).astype(np.float32)})
 
 
-def test_an_e5m2_operand_keeps_the_float_dot():
-    # only e4m3fn has a tensor-core path here (Triton's float8e4nv); e5m2 stays a dot of dequantized floats
-    text = DOT.replace("%w = f8e4m3fn[32,16]{1,0} parameter(1)", "%w = f8e5m2[32,16]{1,0} parameter(1)")
+FP8_TYPES = {"f8e4m3fn": ml_dtypes.float8_e4m3fn, "f8e5m2": ml_dtypes.float8_e5m2,
+             "f8e4m3fnuz": ml_dtypes.float8_e4m3fnuz, "f8e5m2fnuz": ml_dtypes.float8_e5m2fnuz}
+
+
+@pytest.mark.parametrize("x_type, w_type", [("f8e5m2", "f8e5m2"), ("f8e4m3fn", "f8e5m2"), ("f8e5m2", "f8e4m3fn"),
+                                            ("f8e4m3fnuz", "f8e5m2fnuz"), ("f8e5m2fnuz", "f8e5m2fnuz"),
+                                            ("f8e4m3fn", "f8e4m3fnuz")])
+def test_every_fp8_pairing_becomes_an_fp8_dot(x_type, w_type):
+    # e5m2 and the fnuz forms, mixed pairs included: the values' products are exact in f32 whatever the pair, so
+    # each is the same fp8 dot (the tensor-core path, or the exact f16 decode, is the target's choice). Random bit
+    # patterns: every magnitude, subnormals included; the non-finite ones are made 0 but for one NaN in row 0
+    # (an fnuz NaN is 0x80, the bits of -0 elsewhere), which makes that row NaN before and after.
+    text = DOT.replace("%x = f8e4m3fn[4,32]", f"%x = {x_type}[4,32]").replace("%w = f8e4m3fn[32,16]",
+                                                                             f"%w = {w_type}[32,16]")
+    expected = EXPECTED_DOT.replace("%x = f8e4m3fn[4,32]", f"%x = {x_type}[4,32]").replace(
+        "%w = f8e4m3fn[32,16]", f"%w = {w_type}[32,16]")
+    rng = np.random.default_rng(7)
+    x, w = (rng.integers(0, 256, shape, dtype=np.uint8).view(FP8_TYPES[t])
+            for shape, t in (((4, 32), x_type), ((32, 16), w_type)))
+    for v in (x, w):
+        v[~np.isfinite(v.astype(np.float32))] = 0
+    x[0, 5] = np.nan
+    assert np.isnan(x.astype(np.float32)).sum() == 1
+    check_rewrite(Fp8Contraction(), text, expected=expected,
+                  inputs={"p0": x, "p1": w, "p2": rng.uniform(0.01, 0.1, 16).astype(np.float32)},
+                  rtol=1e-5, atol=1e-5)
+
+
+def test_an_e8m0_operand_keeps_the_float_dot():
+    # f8e8m0fnu (a scale type, powers of two only) has no fp8 contraction: it stays a dot of dequantized floats
+    text = DOT.replace("%w = f8e4m3fn[32,16]{1,0} parameter(1)", "%w = f8e8m0fnu[32,16]{1,0} parameter(1)")
     check_rewrite(Fp8Contraction(), text, expected=None,
-                  inputs={"p0": _fp8((4, 32)), "p1": (RNG.standard_normal((32, 16)) * 8).astype(ml_dtypes.float8_e5m2),
+                  inputs={"p0": _fp8((4, 32)),
+                          "p1": RNG.integers(120, 134, (32, 16), dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu),
                           "p2": RNG.uniform(0.01, 0.1, 16).astype(np.float32)})
 
 
