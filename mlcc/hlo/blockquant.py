@@ -114,6 +114,42 @@ def packed_bytes(b: Any, x: Instruction) -> Instruction:
     return out
 
 
+def packed_source(root: Instruction) -> Instruction | None:
+    """The s4/u4/s2/u2 value x whose bytes ``root`` is when root is the chain packed_bytes(b, x) built (as a
+    kernel's fused root: the kernel then computes x at its own coordinates and stores whole bytes), else None."""
+    parts = []
+    while root.opcode == "or":
+        parts.append(root.operands[1])
+        root = root.operands[0]
+    parts.append(root)
+    parts.reverse()
+    if len(parts) not in (2, 4):
+        return None
+    bits = 8 // len(parts)
+    flat = None
+    for j, part in enumerate(parts):
+        if j:
+            if part.opcode != "shift-left" or part.operands[1].attrs.get("splat") != bits * j:
+                return None
+            part = part.operands[0]
+        if part.opcode != "slice" or tuple(part.attrs.get("strides", ())) != (len(parts),) \
+                or tuple(part.attrs.get("start_indices", ())) != (j,) or (flat is not None and part.operands[0] is not flat):
+            return None
+        flat = part.operands[0]
+    if flat.opcode == "concatenate":
+        pad = flat.operands[1]
+        if len(flat.operands) != 2 or pad.opcode != "constant" or pad.attrs.get("splat") != 0:
+            return None
+        flat = flat.operands[0]
+    if flat.opcode in ("reshape", "bitcast"):
+        flat = flat.operands[0]
+    if flat.opcode != "and" or flat.operands[1].attrs.get("splat") != (1 << bits) - 1 \
+            or flat.operands[0].opcode != "convert":
+        return None
+    x = flat.operands[0].operands[0]
+    return x if PACKED_DTYPE_BITS.get(x.shape.dtype) == bits else None
+
+
 def unpack_by_gather(b: Any, packed: Instruction, bits: int) -> Instruction:
     """unpack's values computed at their own coordinates: byte i // per_byte of the row, gathered along the
     last axis with constant indices, shifted by bits * (i % per_byte). No reshape, so the values stay at

@@ -72,13 +72,36 @@ def _loop_kernel(inst: Instruction) -> bool:
     return inst.opcode in ELEMENTWISE_OPS
 
 
+# The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root packed_bytes
+# of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose kernels unpack
+# a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
+PACKED_WRITERS = frozenset({"reduce"})
+PACKED_READERS = frozenset({"input"})
+
+
+def _heavy(inst: Instruction) -> str | None:
+    """The opcode of an input fusion's one reduction, if inst is one."""
+    if inst.opcode != "fusion" or inst.attrs.get("kind") != "input" or inst.called is None:
+        return None
+    heavy = [i.opcode for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
+    return heavy[0] if len(heavy) == 1 else None
+
+
+def _writer(inst: Instruction) -> bool:
+    return _loop_kernel(inst) or _heavy(inst) is not None
+
+
+def _reader(inst: Instruction) -> bool:
+    return _loop_kernel(inst) or (inst.opcode == "fusion" and inst.attrs.get("kind") in PACKED_READERS)
+
+
 def _packable(inst: Instruction) -> bool:
     s = inst.shape
     if not isinstance(s, Shape) or s.dtype not in PACKED_DTYPE_BITS or not s.rank or not s.is_static:
         return False
-    if not s.numel or not s.is_row_major() or not inst.users or not _loop_kernel(inst):
+    if not s.numel or not s.is_row_major() or not inst.users or not _writer(inst):
         return False
-    return all(_loop_kernel(u) and u.parent is inst.parent for u in inst.users)
+    return all(_reader(u) and u.parent is inst.parent for u in inst.users)
 
 
 class PackArenaValues(Pass):
