@@ -72,19 +72,36 @@ def _loop_kernel(inst: Instruction) -> bool:
     return inst.opcode in ELEMENTWISE_OPS
 
 
-# The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root packed_bytes
-# of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose kernels unpack
-# a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
-PACKED_WRITERS = frozenset({"reduce"})
+# The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root is
+# packed_bytes of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose
+# kernels unpack a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
+PACKED_WRITERS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
 PACKED_READERS = frozenset({"input"})
+# A row kernel (softmax, layer-norm, rms-norm) packs rows of a length that is not a multiple of the values a
+# byte by reading a program's rows in one tile; longer such rows keep a byte a value (README "The bundle").
+MAX_ODD_PACKED_ROW = 16384
 
 
-def _heavy(inst: Instruction) -> str | None:
-    """The opcode of an input fusion's one reduction, if inst is one."""
+def _heavy(inst: Instruction) -> Instruction | None:
+    """An input fusion's one reduction or row kernel, if inst is one whose kernel can store its result packed:
+    a reduction always (its outputs are one flat index); a row kernel when its rows are the result's
+    innermost dims (a row is consecutive values) and, for a length not a multiple of the values a byte,
+    at most MAX_ODD_PACKED_ROW long."""
     if inst.opcode != "fusion" or inst.attrs.get("kind") != "input" or inst.called is None:
         return None
-    heavy = [i.opcode for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
-    return heavy[0] if len(heavy) == 1 else None
+    heavy = [i for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
+    if len(heavy) != 1 or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    h = heavy[0]
+    if h.opcode == "reduce":
+        return h
+    rank = h.shape.rank
+    normalized = [h.attrs["dimension"]] if h.opcode == "softmax" else sorted(h.attrs["dimensions"])
+    if normalized != list(range(rank - len(normalized), rank)):
+        return None
+    row = int(np.prod([int(d) for d in h.shape.dims[rank - len(normalized):]], dtype=np.int64))
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
 
 
 def _writer(inst: Instruction) -> bool:
