@@ -87,7 +87,11 @@ def _heavy(inst: Instruction) -> Instruction | None:
     a reduction always (its outputs are one flat index); a row kernel when its rows are the result's
     innermost dims (a row is consecutive values) and, for a length not a multiple of the values a byte,
     at most MAX_ODD_PACKED_ROW long."""
-    if inst.opcode != "fusion" or inst.attrs.get("kind") != "input" or inst.called is None:
+    if inst.opcode != "fusion" or inst.called is None:
+        return None
+    if inst.attrs.get("kind") == "output":
+        return _packing_dot(inst)
+    if inst.attrs.get("kind") != "input":
         return None
     heavy = [i for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
     if len(heavy) != 1 or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
@@ -102,6 +106,23 @@ def _heavy(inst: Instruction) -> Instruction | None:
     row = int(np.prod([int(d) for d in h.shape.dims[rank - len(normalized):]], dtype=np.int64))
     per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
     return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
+
+
+def _packing_dot(inst: Instruction) -> Instruction | None:
+    """An output fusion's one dot (no convolution, second contraction or row norm in it), if its result
+    rows (the rhs free dims, innermost in the result) are whole bytes: a multiple of the values a byte. Then
+    every [BLOCK_M, BLOCK_N] tile (BLOCK_N a power of two at least the values a byte) stores whole bytes;
+    other dots keep a byte a value (README "The bundle")."""
+    heavy = [i for i in inst.called.instructions if i.opcode in ("dot", "convolution", "softmax", "layer-norm",
+                                                                  "rms-norm", "reduce")]
+    if len(heavy) != 1 or heavy[0].opcode != "dot" or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    dot = heavy[0]
+    rhs = dot.operands[1].shape
+    free = [d for d in range(rhs.rank) if d not in tuple(dot.attrs["rhs_batch_dims"]) +
+            tuple(dot.attrs["rhs_contracting_dims"])]
+    n = int(np.prod([int(rhs.dims[d]) for d in free], dtype=np.int64))
+    return dot if n % (8 // PACKED_DTYPE_BITS[inst.shape.dtype]) == 0 else None
 
 
 def _writer(inst: Instruction) -> bool:

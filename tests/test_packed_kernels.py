@@ -1,0 +1,162 @@
+"""4- and 2-bit values that reduction, softmax/norm and matmul kernels write or read are stored packed
+(mlcc/hlo/passes/packed_arena.py, README "The bundle"): the writing kernel stores ceil(n * bits / 8) bytes in
+ONNX's order (its template computes whole bytes: reduce.py.jinja, row_norm.py.jinja, matmul.py.jinja) and
+each reader unpacks them as it loads. Checked against onnx.reference, with the arena buffer's size, on the
+CPU (interpreter configs) and on sim:sm_90 (the sm_90 binaries' configs under the interpreter)."""
+
+from __future__ import annotations
+
+import json
+
+import ml_dtypes  # noqa: F401  (onnx.reference's 4-bit types)
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+from onnx.reference import ReferenceEvaluator
+
+import mlcc
+
+QTYPES = {"s4": (T.INT4, 4), "u4": (T.UINT4, 4), "s2": (T.INT2, 2), "u2": (T.UINT2, 2)}
+
+
+def _quantized_after(kind: str, dtype: str, m: int, k: int, n: int = 4) -> tuple[onnx.ModelProto, tuple]:
+    """q = QuantizeLinear(kind(x)) to dtype, which the kind's kernel computes in its epilogue and stores; read
+    by a DequantizeLinear (d) and a Cast to int32 (c), loop kernels."""
+    qtype, _ = QTYPES[dtype]
+    zero = 1 if dtype[0] == "u" else 0
+    inits = [nh.from_array(np.array(0.0625 if kind == "softmax" else 0.5, np.float32), "s"),
+             h.make_tensor("z", qtype, [], [zero])]
+    if kind == "softmax":
+        nodes, dims = [h.make_node("Softmax", ["x"], ["a"], axis=-1)], [m, k]
+    elif kind == "layernorm":
+        inits += [nh.from_array(np.linspace(0.5, 1.5, k).astype(np.float32), "g"),
+                  nh.from_array(np.linspace(-1, 1, k).astype(np.float32), "bb")]
+        nodes, dims = [h.make_node("LayerNormalization", ["x", "g", "bb"], ["a"], axis=-1)], [m, k]
+    elif kind == "reducemax":
+        inits.append(nh.from_array(np.array([1], np.int64), "ax"))
+        nodes, dims = [h.make_node("ReduceMax", ["x", "ax"], ["a"], keepdims=0)], [m]
+    else:  # matmul
+        w = ((np.arange(k * n).reshape(k, n) % 7) - 3).astype(np.float32) * 0.25
+        inits.append(nh.from_array(w, "w"))
+        nodes, dims = [h.make_node("MatMul", ["x", "w"], ["a"])], [m, n]
+    nodes += [h.make_node("QuantizeLinear", ["a", "s", "z"], ["q"]),
+              h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+              h.make_node("Cast", ["q"], ["c"], to=T.INT32)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [m, k])],
+                         [h.make_tensor_value_info("d", T.FLOAT, dims), h.make_tensor_value_info("c", T.INT32, dims)],
+                         inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 21)]), tuple(dims)
+
+
+def _dequantized_into(kind: str, dtype: str, m: int, k: int) -> tuple[onnx.ModelProto, tuple]:
+    """q = QuantizeLinear(x) to dtype (a loop kernel), read by the kind's kernel through a DequantizeLinear
+    (its prologue unpacks the bytes as it loads them) and by a Cast to int32."""
+    qtype, _ = QTYPES[dtype]
+    zero = 1 if dtype[0] == "u" else 0
+    inits = [nh.from_array(np.array(0.5, np.float32), "s"), h.make_tensor("z", qtype, [], [zero])]
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), h.make_node("Cast", ["q"], ["c"], to=T.INT32),
+             h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"])]
+    if kind == "softmax":
+        nodes.append(h.make_node("Softmax", ["d"], ["y"], axis=-1))
+        dims = [m, k]
+    elif kind == "reducesum":
+        inits.append(nh.from_array(np.array([1], np.int64), "ax"))
+        nodes.append(h.make_node("ReduceSum", ["d", "ax"], ["y"], keepdims=0))
+        dims = [m]
+    elif kind == "matmul_a":
+        inits.append(nh.from_array(((np.arange(k * 3).reshape(k, 3) % 5) - 2).astype(np.float32), "w"))
+        nodes.append(h.make_node("MatMul", ["d", "w"], ["y"]))
+        dims = [m, 3]
+    else:  # gather: rows of the 4/2-bit value picked by run-time-free constant indices, then dequantized
+        inits.append(nh.from_array(np.array([m - 1, 0, m // 2, m - 1], np.int64), "i"))
+        nodes = [nodes[0], nodes[1], h.make_node("Gather", ["q", "i"], ["g"], axis=0),
+                 h.make_node("DequantizeLinear", ["g", "s", "z"], ["y"])]
+        dims = [4, k]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [m, k])],
+                         [h.make_tensor_value_info("y", T.FLOAT, dims), h.make_tensor_value_info("c", T.INT32, [m, k])],
+                         inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 21)]), (m, k)
+
+
+def _x(m: int, k: int, spread: float) -> np.ndarray:
+    return (np.random.default_rng(m * 131 + k).standard_normal((m, k)) * spread).astype(np.float32)
+
+
+def _run(tmp_path, model: onnx.ModelProto, x: np.ndarray, device: str = "cpu") -> tuple[dict, list, dict]:
+    onnx.save(model, tmp_path / "m.onnx")
+    targets = ["sm_90"] if device.startswith("sim") else []
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=targets)
+    got = mlcc.load(tmp_path / "b", device=device).run({"x": x})
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, {"x": x})))
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    return got, manifest["memory_plan"]["buffers"], want
+
+
+def _check(got: dict, want: dict) -> None:
+    for name, w in want.items():
+        if np.asarray(w).dtype.kind in "iu":
+            np.testing.assert_array_equal(got[name], w, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], w, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def _assert_packed(buffers: list, dtype: str, count: int) -> None:
+    """No buffer holds the value a byte a value; one u8 buffer holds its ceil(count * bits / 8) bytes."""
+    assert not [b for b in buffers if b["dtype"] == dtype], "stored a byte a value"
+    nbytes = -(-count * QTYPES[dtype][1] // 8)
+    assert [b["bytes"] for b in buffers if b["dtype"] == "u8"] == [nbytes]
+
+
+WRITERS = [("softmax", "s4", 5, 7), ("softmax", "u4", 3, 8), ("softmax", "s2", 3, 5), ("softmax", "u2", 2, 12),
+           ("softmax", "s4", 9, 33), ("layernorm", "s4", 3, 7), ("layernorm", "u2", 4, 6),
+           ("reducemax", "s4", 5, 7), ("reducemax", "u4", 1, 9), ("reducemax", "s2", 7, 3), ("reducemax", "u2", 33, 4),
+           ("matmul", "s4", 5, 7), ("matmul", "u4", 3, 4), ("matmul", "s2", 5, 3), ("matmul", "u2", 17, 9)]
+
+
+@pytest.mark.parametrize("kind,dtype,m,k", WRITERS)
+def test_a_reduction_softmax_norm_or_matmul_kernel_stores_its_4_or_2_bit_result_packed(tmp_path, kind, dtype, m, k):
+    n = 8 if dtype[1] == "2" else 4
+    model, dims = _quantized_after(kind, dtype, m, k, n)
+    x = _x(m, k, 3.0)
+    got, buffers, want = _run(tmp_path, model, x)
+    _check(got, want)
+    _assert_packed(buffers, dtype, int(np.prod(dims)))
+
+
+READERS = [("softmax", "s4", 5, 7), ("softmax", "u2", 3, 5), ("reducesum", "s4", 5, 7), ("reducesum", "u4", 4, 9),
+           ("reducesum", "s2", 3, 3), ("matmul_a", "s4", 5, 7), ("matmul_a", "u2", 6, 5), ("gather", "s4", 5, 7),
+           ("gather", "u2", 6, 3)]
+
+
+@pytest.mark.parametrize("kind,dtype,m,k", READERS)
+def test_a_reduction_softmax_matmul_or_gather_reads_a_packed_4_or_2_bit_value(tmp_path, kind, dtype, m, k):
+    model, dims = _dequantized_into(kind, dtype, m, k)
+    x = _x(m, k, 4.0)
+    got, buffers, want = _run(tmp_path, model, x)
+    _check(got, want)
+    _assert_packed(buffers, dtype, int(np.prod(dims)))
+
+
+@pytest.mark.parametrize("kind,dtype,m,k", [("softmax", "s4", 5, 7), ("softmax", "u2", 9, 6), ("reducemax", "s4", 5, 7),
+                                            ("matmul", "u4", 33, 7), ("layernorm", "s2", 3, 7)])
+def test_packed_stores_with_the_sm_90_configs(tmp_path, kind, dtype, m, k):
+    """The sm_90 binaries' tiles (BLOCK_ROWS and BLOCK_O of the GPU heuristics, the matmul's GPU tiles) under
+    the interpreter: each program still stores whole bytes."""
+    n = 8 if dtype[1] == "2" else 4
+    model, dims = _quantized_after(kind, dtype, m, k, n)
+    x = _x(m, k, 3.0)
+    got, buffers, want = _run(tmp_path, model, x, device="sim:sm_90")
+    _check(got, want)
+    _assert_packed(buffers, dtype, int(np.prod(dims)))
+
+
+def test_a_dot_with_rows_of_an_odd_count_of_4_bit_values_keeps_a_byte_a_value(tmp_path):
+    """README "The bundle": a matmul tile covers BLOCK_N columns of a row, so with rows of an odd count of
+    4-bit values a byte would straddle two rows' tiles (two programs); that result keeps a byte a value, and
+    its readers read it so."""
+    model, dims = _quantized_after("matmul", "s4", 5, 7, 3)
+    x = _x(5, 7, 3.0)
+    got, buffers, want = _run(tmp_path, model, x)
+    _check(got, want)
+    assert [b["bytes"] for b in buffers if b["dtype"] == "s4"] == [15]
