@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-import ml_dtypes  # noqa: F401  (onnx.reference's 4-bit types)
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -16,6 +16,7 @@ from onnx import TensorProto as T, helper as h, numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 
 import mlcc
+from mlcc.bundle.memory import tensor_bytes
 
 QTYPES = {"s4": (T.INT4, 4), "u4": (T.UINT4, 4), "s2": (T.INT2, 2), "u2": (T.UINT2, 2)}
 
@@ -160,3 +161,75 @@ def test_a_dot_with_rows_of_an_odd_count_of_4_bit_values_keeps_a_byte_a_value(tm
     got, buffers, want = _run(tmp_path, model, x)
     _check(got, want)
     assert [b["bytes"] for b in buffers if b["dtype"] == "s4"] == [15]
+
+
+def _symbolic_io(qtype: int, dims: list) -> onnx.ModelProto:
+    """A 4/2-bit input q of symbolic dims, dequantized, doubled (e) and quantized again to an output o."""
+    zero = 1 if qtype in (T.UINT4, T.UINT2) else 0
+    inits = [nh.from_array(np.array(0.5, np.float32), "s"), h.make_tensor("z", qtype, [], [zero])]
+    nodes = [h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]), h.make_node("Add", ["d", "d"], ["e"]),
+             h.make_node("QuantizeLinear", ["e", "s", "z"], ["o"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("q", qtype, dims)],
+                         [h.make_tensor_value_info("o", qtype, dims), h.make_tensor_value_info("e", T.FLOAT, dims)],
+                         inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+
+
+NUMPY = {T.INT4: ml_dtypes.int4, T.UINT4: ml_dtypes.uint4, T.INT2: ml_dtypes.int2, T.UINT2: ml_dtypes.uint2}
+
+
+@pytest.mark.parametrize("qtype,dims,bits,sizes", [(T.INT4, ["n", 4], 4, (3, 6)), (T.UINT4, ["b", "n", 2], 4, (1, 5)),
+                                                   (T.UINT2, ["n", 8], 2, (3, 10)), (T.INT2, [4, "n"], 2, (7, 2))])
+def test_symbolic_dim_inputs_and_outputs_whose_values_are_whole_bytes_are_packed(tmp_path, qtype, dims, bits, sizes):
+    """Values a multiple of the values a byte at every size (n * bits / 8 a polynomial): the input is a
+    u8[that] parameter and the output that many bytes, "packed": true in the manifest; run at two sizes (odd
+    row counts) against onnx.reference, the runtime's buffer ceil(n * bits / 8) bytes."""
+    model = _symbolic_io(qtype, dims)
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (q,), (o, e) = manifest["inputs"], manifest["outputs"]
+    assert q["packed"] and o["packed"] and "packed" not in e and q["shape"] == dims and o["shape"] == dims
+    assert manifest["schema_version"] == 5
+    assert " parameter(0), name=q, packed=" in (tmp_path / "b" / "model.hlo").read_text()
+    exe = mlcc.load(tmp_path / "b", device="cpu")
+    lo = -(2 ** (bits - 1)) if qtype in (T.INT4, T.INT2) else 0
+    for size in sizes:
+        env = {d: size for d in dims if isinstance(d, str)}
+        shape = [env.get(d, d) for d in dims]
+        count = int(np.prod(shape))
+        assert tensor_bytes(q, env) == tensor_bytes(o, env) == count * bits // 8
+        x = np.random.default_rng(size).integers(lo, lo + 2 ** bits, shape).astype(NUMPY[qtype])
+        got = exe.run({"q": x})
+        want = ReferenceEvaluator(model).run(None, {"q": x})
+        np.testing.assert_array_equal(got["o"].astype(np.int32), want[0].astype(np.int32))
+        np.testing.assert_array_equal(got["e"], want[1])
+
+
+def test_symbolic_dim_inputs_and_outputs_of_an_odd_count_keep_a_byte_a_value(tmp_path):
+    """README "The bundle": an int4 [n, 3] has ceil(3n / 2) bytes, not a polynomial in n (the IR's symbolic
+    dims are polynomials), so it keeps a byte a value and no "packed" key; it still runs at odd counts."""
+    model = _symbolic_io(T.INT4, ["n", 3])
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    assert "packed" not in manifest["inputs"][0] and "packed" not in manifest["outputs"][0]
+    exe = mlcc.load(tmp_path / "b", device="cpu")
+    for n in (3, 4):
+        x = np.random.default_rng(n).integers(-8, 8, (n, 3)).astype(ml_dtypes.int4)
+        got = exe.run({"q": x})
+        want = ReferenceEvaluator(model).run(None, {"q": x})
+        np.testing.assert_array_equal(got["o"].astype(np.int32), want[0].astype(np.int32))
+
+
+def test_symbolic_packed_inputs_and_outputs_on_sim_sm_90(tmp_path):
+    model = _symbolic_io(T.INT4, ["n", 4])
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=["sm_90"])
+    exe = mlcc.load(tmp_path / "b", device="sim:sm_90")
+    for n in (5, 40):
+        x = np.random.default_rng(n).integers(-8, 8, (n, 4)).astype(ml_dtypes.int4)
+        got = exe.run({"q": x})
+        want = ReferenceEvaluator(model).run(None, {"q": x})
+        np.testing.assert_array_equal(got["o"].astype(np.int32), want[0].astype(np.int32))
+        np.testing.assert_array_equal(got["e"], want[1])
