@@ -185,8 +185,7 @@ def lower_argreduce(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kern
     axis = inst.attrs["dimension"]
     kept = [d for d in range(x.rank) if d != axis]
     xs, os = kernel_strides(x), kernel_strides(out)
-    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges,
-                                    1 if packed is not None else 0))
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges))
     num_out = numel([dims[d] for d in kept])
     sym_params, sym_types, symbols = scalar_params(x, out)
     is_max = inst.opcode == "argmax"
