@@ -2,15 +2,16 @@
 
 After fusion, a value of type s4, u4, s2 or u2 that one kernel stores and other kernels load takes a byte a
 value in the arena unless it is packed. This pass rewrites such a value as packed outputs and inputs are
-(mlcc/hlo/blockquant.py): the producing loop kernel's root becomes the value's ONNX-order bytes,
-u8[ceil(n * bits / 8)], each byte computed whole from its own values (so no two programs share a byte), and
-every loading loop kernel takes those bytes and unpacks them in its loads. The buffer plan, the modeled bytes
-and the intent then see the packed size through the u8 shape.
+(mlcc/hlo/blockquant.py): the producing kernel's root becomes the value's ONNX-order bytes,
+u8[ceil(n * bits / 8)], and every loading kernel takes those bytes and unpacks them in its loads. The buffer
+plan, the modeled bytes and the intent then see the packed size through the u8 shape.
 
-Only values with static dims in the default (row-major) layout, made by a loop kernel and read only by loop
-kernels, are rewritten; an elementwise op left unfused becomes a loop fusion of itself first. A value a
-reduction, contraction or attention kernel stores or loads, one an output or a view reads, keeps a byte a
-value.
+Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
+(an input fusion) and a dot's output fusion keep the value at their result's dims and their templates store
+whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels and input
+fusions, whose prologues compute any loop op at the tile's coordinates. Only values with static dims in the
+default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
+becomes a loop fusion of itself first.
 """
 
 from __future__ import annotations
