@@ -152,15 +152,34 @@ def test_packed_stores_with_the_sm_90_configs(tmp_path, kind, dtype, m, k):
     _assert_packed(buffers, dtype, int(np.prod(dims)))
 
 
-def test_a_dot_with_rows_of_an_odd_count_of_4_bit_values_keeps_a_byte_a_value(tmp_path):
-    """README "The bundle": a matmul tile covers BLOCK_N columns of a row, so with rows of an odd count of
-    4-bit values a byte would straddle two rows' tiles (two programs); that result keeps a byte a value, and
-    its readers read it so."""
-    model, dims = _quantized_after("matmul", "s4", 5, 7, 3)
-    x = _x(5, 7, 3.0)
+@pytest.mark.parametrize("dtype,m,k,n,device", [("s4", 5, 7, 3, "cpu"), ("u4", 33, 6, 5, "cpu"), ("s2", 4, 5, 7, "cpu"),
+                                                 ("u2", 19, 3, 6, "cpu"), ("s4", 40, 7, 3, "sim:sm_90"),
+                                                 ("u2", 5, 4, 7, "sim:sm_90")])
+def test_a_dot_with_rows_of_an_odd_count_stores_whole_rows_packed(tmp_path, dtype, m, k, n, device):
+    """Rows of a count that is not a multiple of the values a byte: the dot's tiles span whole rows and
+    BLOCK_M rows, a multiple of the values a byte, so a byte that straddles two rows is one program's."""
+    model, dims = _quantized_after("matmul", dtype, m, k, n)
+    x = _x(m, k, 3.0)
+    got, buffers, want = _run(tmp_path, model, x, device=device)
+    _check(got, want)
+    _assert_packed(buffers, dtype, m * n)
+
+
+def test_a_batched_dot_whose_batch_elements_split_a_byte_keeps_a_byte_a_value(tmp_path):
+    """README "The bundle": batch elements are programs of their own (grid axis 1), so when a batch
+    element's 3 x 3 int4 values end mid-byte that result keeps a byte a value; it still matches."""
+    inits = [nh.from_array(np.array(0.5, np.float32), "s"), h.make_tensor("z", T.INT4, [], [0]),
+             nh.from_array(((np.arange(2 * 4 * 3).reshape(2, 4, 3) % 5) - 2).astype(np.float32), "w")]
+    nodes = [h.make_node("MatMul", ["x", "w"], ["a"]), h.make_node("QuantizeLinear", ["a", "s", "z"], ["q"]),
+             h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]), h.make_node("Cast", ["q"], ["c"], to=T.INT32)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 4])],
+                         [h.make_tensor_value_info("d", T.FLOAT, [2, 3, 3]),
+                          h.make_tensor_value_info("c", T.INT32, [2, 3, 3])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+    x = (np.random.default_rng(3).standard_normal((2, 3, 4)) * 3).astype(np.float32)
     got, buffers, want = _run(tmp_path, model, x)
     _check(got, want)
-    assert [b["bytes"] for b in buffers if b["dtype"] == "s4"] == [15]
+    assert [b["bytes"] for b in buffers if b["dtype"] == "s4"] == [18]
 
 
 def _symbolic_io(qtype: int, dims: list) -> onnx.ModelProto:

@@ -315,7 +315,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
                     per_byte=8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1,
                     **io.template_args(), weight=weight, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
                     **_precision(lhs.dtype, rhs.dtype))
-    whole_rows = norm is not None
+    whole_rows = norm is not None or (packed is not None and n % (8 // PACKED_DTYPE_BITS[out.dtype]) != 0)
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
                                     ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k),

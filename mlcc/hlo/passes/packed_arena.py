@@ -109,21 +109,36 @@ def _heavy(inst: Instruction) -> Instruction | None:
     return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
 
 
+# Dots whose tiles may span whole rows (matmul_tiles' whole_rows: tl.dot dtypes) and the longest such row:
+# a dot whose rows are an odd count of 4/2-bit values stores them packed from tiles of whole rows.
+_WHOLE_ROW_DOTS = ("f16", "bf16", "f32", "f64", "s8", "u8")
+MAX_ODD_PACKED_DOT_ROW = 256
+
+
 def _packing_dot(inst: Instruction) -> Instruction | None:
-    """An output fusion's one dot (no convolution, second contraction or row norm in it), if its result
-    rows (the rhs free dims, innermost in the result) are whole bytes: a multiple of the values a byte. Then
-    every [BLOCK_M, BLOCK_N] tile (BLOCK_N a power of two at least the values a byte) stores whole bytes;
-    other dots keep a byte a value (README "The bundle")."""
+    """An output fusion's one dot (no convolution, second contraction or row norm in it), if its kernel can
+    store its result packed: rows (the rhs free dims, innermost in the result) a multiple of the values a
+    byte (every [BLOCK_M, BLOCK_N] tile row is then whole bytes); or, for other rows up to
+    MAX_ODD_PACKED_DOT_ROW long, when its tiles can span whole rows (both operands read as they are, a
+    tl.dot dtype) and each batch element's values start a byte (one batch element, or whole bytes each)."""
     heavy = [i for i in inst.called.instructions if i.opcode in ("dot", "convolution", "softmax", "layer-norm",
                                                                   "rms-norm", "reduce")]
     if len(heavy) != 1 or heavy[0].opcode != "dot" or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
         return None
     dot = heavy[0]
-    rhs = dot.operands[1].shape
-    free = [d for d in range(rhs.rank) if d not in tuple(dot.attrs["rhs_batch_dims"]) +
-            tuple(dot.attrs["rhs_contracting_dims"])]
-    n = int(np.prod([int(rhs.dims[d]) for d in free], dtype=np.int64))
-    return dot if n % (8 // PACKED_DTYPE_BITS[inst.shape.dtype]) == 0 else None
+    lhs, rhs = (o.shape for o in dot.operands)
+    rb, rc = tuple(dot.attrs["rhs_batch_dims"]), tuple(dot.attrs["rhs_contracting_dims"])
+    n = int(np.prod([int(rhs.dims[d]) for d in range(rhs.rank) if d not in rb + rc], dtype=np.int64))
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    if n % per_byte == 0:
+        return dot
+    batch = int(np.prod([int(rhs.dims[d]) for d in rb], dtype=np.int64))
+    per_batch = int(np.prod([int(d) for d in dot.shape.dims], dtype=np.int64)) // max(batch, 1)
+    as_is = all(o.opcode == "parameter" for o in dot.operands)
+    if as_is and lhs.dtype in _WHOLE_ROW_DOTS and n <= MAX_ODD_PACKED_DOT_ROW \
+            and (batch == 1 or per_batch % per_byte == 0):
+        return dot
+    return None
 
 
 def _writer(inst: Instruction) -> bool:
