@@ -84,10 +84,10 @@ MAX_ODD_PACKED_ROW = 16384
 
 
 def _heavy(inst: Instruction) -> Instruction | None:
-    """An input fusion's one reduction or row kernel, if inst is one whose kernel can store its result packed:
-    a reduction always (its outputs are one flat index); a row kernel when its rows are the result's
-    innermost dims (a row is consecutive values) and, for a length not a multiple of the values a byte,
-    at most MAX_ODD_PACKED_ROW long."""
+    """The heavy op of a fusion whose kernel can store its 4/2-bit result packed, if inst is one: an output
+    fusion's dot (_packing_dot); an input fusion's reduction always (its outputs are one flat index); an
+    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)
+    and, for a length not a multiple of the values a byte, at most MAX_ODD_PACKED_ROW long."""
     if inst.opcode != "fusion" or inst.called is None:
         return None
     if inst.attrs.get("kind") == "output":
