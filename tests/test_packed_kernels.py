@@ -298,3 +298,14 @@ def test_a_symbolic_packed_input_and_output_compile_back_from_model_hlo(tmp_path
     got = mlcc.load(tmp_path / "again", device="cpu").run({"q": x})
     want = ReferenceEvaluator(model).run(None, {"q": x})
     np.testing.assert_array_equal(got["o"].astype(np.int32), want[0].astype(np.int32))
+
+
+@pytest.mark.parametrize("kind,m,k,n,count", [("softmax", 2, 16385, 4, 2 * 16385), ("matmul", 2, 3, 257, 2 * 257)])
+def test_odd_rows_past_one_tile_keep_a_byte_a_value(tmp_path, kind, m, k, n, count):
+    """README "The bundle": odd rows are packed from tiles that hold whole rows, up to rows of 16,384 for a
+    softmax or norm and 256 for a dot; a longer odd row keeps a byte a value, and still matches."""
+    model, dims = _quantized_after(kind, "s4", m, k, n)
+    x = _x(m, k, 3.0)
+    got, buffers, want = _run(tmp_path, model, x)
+    _check(got, want)
+    assert [b["bytes"] for b in buffers if b["dtype"] == "s4"] == [count]
