@@ -23,6 +23,7 @@ import numpy as np
 from mlcc.hlo.builder import INLINE_CONSTANT_ELEMENTS
 from mlcc.hlo.dtypes import pack_bits
 from mlcc.hlo.ir import Instruction, Shape
+from mlcc.hlo.symbolic import Sym, as_sym
 
 
 def broadcast_in_dims(b: Any, x: Instruction, dims: Sequence[Any], mapping: Sequence[int]) -> Instruction:
@@ -112,6 +113,83 @@ def packed_bytes(b: Any, x: Instruction) -> Instruction:
             part = b.op("shift-left", [part, b.splat(bits * j, "u8", (count,))])
         out = part if out is None else b.op("or", [out, part])
     return out
+
+
+def symbolic_packed_count(dims: Sequence[Any], bits: int) -> str | None:
+    """The bytes of a 4/2-bit value of symbolic ``dims`` packed, as a dim: n * bits / 8 when that is a
+    polynomial (n a multiple of the values a byte at every size), else None (ceil is not a polynomial)."""
+    n = Sym.const(1)
+    for d in dims:
+        n = n * as_sym(d)
+    count = (n * bits).exact_div(8)
+    return None if count is None else str(count)
+
+
+def unpacked_symbolic(b: Any, packed: Instruction, dtype: str, dims: Sequence[Any]) -> Instruction:
+    """unpacked for symbolic dims whose count is whole bytes (symbolic_packed_count)."""
+    per_byte = 8 // PACKED_DTYPE_BITS[dtype]
+    count = packed.shape.dims[0]
+    wide = (count, per_byte)
+    x = broadcast_in_dims(b, packed, wide, [0])
+    shifts = b.constant(np.arange(per_byte, dtype=np.uint8) * (8 // per_byte), "u8", ref_hint="nibble_shifts")
+    shifts = broadcast_in_dims(b, shifts, wide, [1])
+    mask = b.splat((1 << (8 // per_byte)) - 1, "u8", wide)
+    q = b.op("and", [b.op("shift-right-logical", [x, shifts]), mask])
+    return b.convert(b.reshape(q, tuple(dims)), dtype)
+
+
+def packed_bytes_symbolic(b: Any, x: Instruction) -> Instruction:
+    """packed_bytes for symbolic dims whose count is whole bytes: the flat bit patterns as [bytes, per_byte],
+    column j shifted up by bits * j and or-ed (each byte computed whole, from its own values)."""
+    bits = PACKED_DTYPE_BITS[x.shape.dtype]
+    per_byte = 8 // bits
+    count = symbolic_packed_count(x.shape.dims, bits)
+    dims = tuple(x.shape.dims)
+    rows = b.reshape(b.op("and", [b.convert(x, "u8"), b.splat((1 << bits) - 1, "u8", dims)]), (count, per_byte))
+    out = None
+    for j in range(per_byte):
+        part = b.reshape(b.op("slice", [rows], Shape("u8", (count, 1)), start_indices=(0, j),
+                              limit_indices=(count, j + 1), strides=(1, 1)), (count,))
+        if j:
+            part = b.op("shift-left", [part, b.splat(bits * j, "u8", (count,))])
+        out = part if out is None else b.op("or", [out, part])
+    return out
+
+
+def packed_source(root: Instruction) -> Instruction | None:
+    """The s4/u4/s2/u2 value x whose bytes ``root`` is when root is the chain packed_bytes(b, x) built (as a
+    kernel's fused root: the kernel then computes x at its own coordinates and stores whole bytes), else None."""
+    parts = []
+    while root.opcode == "or":
+        parts.append(root.operands[1])
+        root = root.operands[0]
+    parts.append(root)
+    parts.reverse()
+    if len(parts) not in (2, 4):
+        return None
+    bits = 8 // len(parts)
+    flat = None
+    for j, part in enumerate(parts):
+        if j:
+            if part.opcode != "shift-left" or part.operands[1].attrs.get("splat") != bits * j:
+                return None
+            part = part.operands[0]
+        if part.opcode != "slice" or tuple(part.attrs.get("strides", ())) != (len(parts),) \
+                or tuple(part.attrs.get("start_indices", ())) != (j,) or (flat is not None and part.operands[0] is not flat):
+            return None
+        flat = part.operands[0]
+    if flat.opcode == "concatenate":
+        pad = flat.operands[1]
+        if len(flat.operands) != 2 or pad.opcode != "constant" or pad.attrs.get("splat") != 0:
+            return None
+        flat = flat.operands[0]
+    if flat.opcode in ("reshape", "bitcast"):
+        flat = flat.operands[0]
+    if flat.opcode != "and" or flat.operands[1].attrs.get("splat") != (1 << bits) - 1 \
+            or flat.operands[0].opcode != "convert":
+        return None
+    x = flat.operands[0].operands[0]
+    return x if PACKED_DTYPE_BITS.get(x.shape.dtype) == bits else None
 
 
 def unpack_by_gather(b: Any, packed: Instruction, bits: int) -> Instruction:

@@ -13,7 +13,7 @@ from mlcc.hlo.ir import DTYPES, AnyShape, Computation, Instruction, Module, Prop
 from mlcc.hlo.opcodes import OPCODES
 from mlcc.hlo.symbolic import SymbolicError, dim_of
 
-_PACKED_OUTPUT = re.compile(r"(\d+):(\w+)\[([\d,]*)\](?:\{([\d,]*)\})?")
+_PACKED_OUTPUT = re.compile(r"(\d+):(\w+)\[([\w,*+-]*)\](?:\{([\d,]*)\})?")  # dims may be symbolic
 
 
 class ParseError(ValueError):
@@ -278,7 +278,10 @@ class _Parser:
                     m = _PACKED_OUTPUT.fullmatch(str(v))
                     if m is None:
                         raise self.lx.error(f"packed output '{v}' is not INDEX:DTYPE[DIMS]{{LAYOUT}}", tok)
-                    dims = tuple(int(d) for d in m.group(3).split(",") if d)
+                    try:
+                        dims = tuple(dim_of(d) for d in m.group(3).split(",") if d)
+                    except (SymbolicError, ValueError):
+                        raise self.lx.error(f"packed output '{v}' has a dim that is not a size", tok) from None
                     layout = tuple(int(d) for d in m.group(4).split(",") if d) if m.group(4) is not None else None
                     module.packed_outputs[int(m.group(1))] = Shape(m.group(2), dims, layout)
             else:

@@ -39,7 +39,7 @@ from mlcc.emit.codegen.activation_stats import activation_stats, stats_pass
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims,
                                       kernel_strides, merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
-                                     needs_int64, pointer_params, read_as_is, sections_ir)
+                                     needs_int64, packed_value, pointer_params, read_as_is, sections_ir)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
@@ -47,6 +47,7 @@ from mlcc.emit.codegen.narrow import decode_float
 from mlcc.emit.codegen.triton_types import TL_FP8
 from mlcc.emit.matmul_tiles import FP8, HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
@@ -153,14 +154,15 @@ class Operands:
         return is_wide(self.ranges, *shapes) if self.fusion is None else needs_int64(self.ranges, self.fusion,
                                                                                      *shapes)
 
-    def epilogue(self, lanes: list[Lanes]) -> tuple[Section | None, int]:
-        """The fused root over the [BLOCK_M, BLOCK_N] accumulator tile (none for a plain contraction)."""
+    def epilogue(self, lanes: list[Lanes], packs: bool = False) -> tuple[Section | None, int]:
+        """The fused root over the [BLOCK_M, BLOCK_N] accumulator tile (none for a plain contraction; with
+        ``packs``, the 4/2-bit value a packed root packs)."""
         if self.fusion is None:
             return None, 0
         acc = _acc_dtype(self.lhs.shape.dtype)
         bound = [] if self.second is None else [(self.second.contraction, self.second.acc)]
         section, ops = epilogue(self.fusion, self.contraction, "acc", acc, lanes, "BLOCK_M, BLOCK_N", self.wide(),
-                                self.ranges, bound, activation_stats(self.fusion))
+                                self.ranges, bound, activation_stats(self.fusion), packs=packs)
         return section, ops * upper(self.out.numel_expr(), self.ranges)
 
 
@@ -294,6 +296,9 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     rb, rc = list(inst.attrs["rhs_batch_dims"]), list(inst.attrs["rhs_contracting_dims"])
     lf = [d for d in range(lhs.rank) if d not in lb + lc]
     rf = [d for d in range(rhs.rank) if d not in rb + rc]
+    packed = packed_value(io.fusion) if io.norm is None and io.second is None else None
+    if packed is not None:  # a 4/2-bit result stored packed: its row-major values (pack-arena-values: N % per_byte == 0)
+        out = packed.shape
     ls, rs, os = kernel_strides(lhs), kernel_strides(rhs), kernel_strides(out)
     nb, nlf = len(lb), len(lf)
     batch_axes = merge_axes(Axis(ld[a], (ls[a], rs[b], os[i])) for i, (a, b) in enumerate(zip(lb, rb)))
@@ -306,7 +311,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     lanes = [Lanes("pid_b", tuple(range(nb)), per_lane=False), Lanes("lane_m", tuple(range(nb, nb + nlf))),
              Lanes("lane_n", tuple(range(nb + nlf, out.rank)))]
     if io.norm is None:
-        fused, fused_flops = io.epilogue(lanes)
+        fused, fused_flops = io.epilogue(lanes, packed is not None)
         norm = None
     else:
         norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
@@ -323,9 +328,10 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
+                    per_byte=8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1,
                     **io.template_args(), weight=weight, weight_1=weight_1, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
                     **_precision(lhs.dtype, rhs.dtype))
-    whole_rows = norm is not None
+    whole_rows = norm is not None or (packed is not None and n % (8 // PACKED_DTYPE_BITS[out.dtype]) != 0)
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
                                     ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k,

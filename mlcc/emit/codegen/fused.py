@@ -28,6 +28,7 @@ from mlcc.emit.codegen.builder import Body
 from mlcc.emit.codegen.indexing import Affine, Mask, Ranges, Size, interval, size, size_code
 from mlcc.emit.codegen.loop import FUSIBLE_OPS, LINEAR, TAIL_MASK, Coords, LoopEmitter, Value
 from mlcc.errors import UnsupportedError
+from mlcc.hlo.blockquant import packed_source
 from mlcc.hlo.views import affine_view
 from mlcc.hlo.ir import Instruction, Shape
 
@@ -226,11 +227,12 @@ def result_roots(fusion: Instruction) -> list[Instruction]:
 def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, lanes: Sequence[Lanes],
              shape: str, wide: bool, ranges: Ranges,
              also: Sequence[tuple[Instruction, str]] = (),
-             scalars: Sequence[tuple[Instruction, str]] = ()) -> tuple[Section, int]:
+             scalars: Sequence[tuple[Instruction, str]] = (), packs: bool = False) -> tuple[Section, int]:
     """The fusion's root over an output tile, ``acc`` (held in acc_dtype) standing for the heavy op, and
     each (instruction, variable) of ``also`` for another op at the same coordinates (a second
-    convolution's accumulator); and the ops it costs per element."""
-    root = check_root(fusion, heavy)
+    convolution's accumulator); and the ops it costs per element. ``packs``: the template stores a packed
+    root's bytes itself (packed_value), so the section computes the 4/2-bit value they pack."""
+    root = check_root(fusion, heavy, packs)
     em = TileEmitter(fusion, "e_", shape, kernel_dims(heavy.shape), lanes, wide, ranges)
     em.bind(heavy, acc, acc_dtype)
     for inst, var in also:
@@ -241,13 +243,24 @@ def epilogue(fusion: Instruction, heavy: Instruction, acc: str, acc_dtype: str, 
     return section, em.ops
 
 
-def check_root(fusion: Instruction, heavy: Instruction) -> Instruction:
-    """The fusion's root (its first result), which an epilogue computes at the heavy op's result coordinates."""
+def check_root(fusion: Instruction, heavy: Instruction, packs: bool = False) -> Instruction:
+    """The fusion's root (its first result), which an epilogue computes at the heavy op's result coordinates
+    (with ``packs``, the value a packed root packs)."""
     root = result_roots(fusion)[0]
+    if packs and packed_value(fusion) is not None:
+        root = packed_value(fusion)
     if tuple(root.shape.dims) != tuple(heavy.shape.dims):
         raise UnsupportedError(f"%{fusion.name}: the fused root %{root.name} {root.shape} is not at the "
                                f"{heavy.opcode}'s dims {heavy.shape}")
     return root
+
+
+def packed_value(fusion: Instruction | None) -> Instruction | None:
+    """The 4/2-bit value a fusion returns packed (pack-arena-values: its root is the value's ONNX-order bytes),
+    whose kernel computes the value at its own coordinates and stores whole bytes; None for any other fusion."""
+    if fusion is None or fusion.called is None or fusion.called.root.opcode == "tuple":
+        return None
+    return packed_source(fusion.called.root)
 
 
 def needs_int64(ranges: Ranges, fusion: Instruction, *shapes: Shape) -> bool:

@@ -16,11 +16,13 @@ from typing import Callable
 from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
-from mlcc.emit.codegen.fused import Lanes, Section, TileEmitter, check_root, needs_int64, pointer_params, sections_ir
+from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, check_root, needs_int64, packed_value, pointer_params,
+                                     sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, scalar_params,
                                       tl_type, triton_pointer)
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
 from mlcc.hlo.ir import Instruction
 
 
@@ -33,7 +35,7 @@ def _compute_type(dtype: str) -> str:
 
 
 def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target = GENERIC,
-                ranges: Ranges = NO_RANGES) -> LaunchConfig:
+                ranges: Ranges = NO_RANGES, per_byte: int = 1) -> LaunchConfig:
     """A program per BLOCK_ROWS rows; on a GPU 64 to 256 threads by tile size (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there). Symbolic sizes get the tiles of the largest
     ranges allow (a row of symbolic length that fits BLOCK_C at its longest is read once), and a
@@ -50,12 +52,15 @@ def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target 
         tile = block_rows * block_c
         threads = 64 if tile <= 256 else (128 if tile <= 2048 else 256)
         warps = max(1, threads // spec.warp_size)
+    if per_byte > 1 and row_size % per_byte:  # a packed result of odd rows: whole rows, whole bytes a program
+        block_c, block_rows = clamp_pow2(row_size, 1, 1 << 30), max(block_rows, per_byte)
     return LaunchConfig({"BLOCK_ROWS": block_rows, "BLOCK_C": block_c},
                         (grid_size(rows, block_rows), 1, 1), num_warps=warps, num_stages=1)
 
 
 def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
-    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES))
+    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES),
+                       problem.get("per_byte", 1))
 
 
 register_tiling(Tiling(heuristic=_row_heuristic), "row_norm.py.jinja")
@@ -65,12 +70,16 @@ def _row_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, op: str, no
                 epsilon: float, fusion: Instruction | None = None) -> Kernel:
     """Rows over the dims not in `normalized`; columns over `normalized`, whose params (if any) follow x."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
+    packed = packed_value(fusion)
+    if packed is not None:  # a 4/2-bit result stored packed (rows innermost: pack-arena-values checked)
+        out = packed.shape
+    per_byte = 8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1
     dims = kernel_dims(x)
     xs, os = kernel_strides(x), kernel_strides(out)
     params = [p.shape for p in inst.operands[1:]]
     param_strides = [kernel_strides(p) for p in params]
     rows = [d for d in range(x.rank) if d not in normalized]
-    row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows], ranges))
+    row_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[d])) for d in rows], ranges, int(packed is not None)))
     col_axes = merge_axes(Axis(dims[d], (xs[d], os[d]) + tuple(ps[j] for ps in param_strides))
                           for j, d in enumerate(normalized))
     num_rows, row_size = numel([dims[d] for d in rows]), numel([dims[d] for d in normalized])
@@ -83,35 +92,41 @@ def _row_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, op: str, no
     sections: dict[str, Section | None] = {"prologue": None, "scale": None, "bias": None, "epilogue": None}
     if fusion is not None:
         names = pointer_params(fusion)
-        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(fusion.shape)]
         wide = needs_int64(ranges, fusion, x)
-        sections, ops = _fused_sections(inst, fusion, rows, normalized, wide, ranges)
+        sections, ops = _fused_sections(inst, fusion, rows, normalized, wide, ranges, os if packed is not None else None)
         flops += ops * hint * row_hint
     symbols = kernel_symbols(x, out, *params) if fusion is None else kernel_symbols(
         out, *(o.shape for o in fusion.operands), *fusion.called.instructions)
     names = names + [f"sym_{n}" for n in symbols]
     source = render("row_norm.py.jinja", kernel_name=kernel_name, params=names, op=op, num_rows=num_rows,
                     row_size=row_size, row_axes=row_axes, col_axes=col_axes, epsilon=epsilon,
-                    compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide, **sections)
+                    compute_type=_compute_type(x.dtype), out_type=tl_type(out.dtype), wide=wide,
+                    per_byte=per_byte, value_bits=8 // per_byte, **sections)
+    problem = {"rows": num_rows, "row_size": row_size, "ranges": ranges}
+    if per_byte > 1:
+        problem["per_byte"] = per_byte
     return Kernel(kernel_name, "row_norm.py.jinja", source, pointers + ["i32"] * len(symbols),
-                  gpu=_row_launch(num_rows, row_size, interpreter=False, ranges=ranges),
-                  interpreter=_row_launch(num_rows, row_size, interpreter=True, ranges=ranges), flops=flops,
-                  extra={"problem": {"rows": num_rows, "row_size": row_size, "ranges": ranges}}, scalars=symbols,
+                  gpu=_row_launch(num_rows, row_size, interpreter=False, ranges=ranges, per_byte=per_byte),
+                  interpreter=_row_launch(num_rows, row_size, interpreter=True, ranges=ranges, per_byte=per_byte),
+                  flops=flops, extra={"problem": problem}, scalars=symbols,
                   body_ir=sections_ir(**sections))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, rows: list[int], normalized: list[int],
-                    wide: bool, ranges: Ranges) -> tuple[dict[str, Section | None], int]:
-    """x, the scale and the bias at a chunk's lanes (rows by columns), then the fused root from y."""
+                    wide: bool, ranges: Ranges, out_strides: tuple[Size, ...] | None = None
+                    ) -> tuple[dict[str, Section | None], int]:
+    """x, the scale and the bias at a chunk's lanes (rows by columns), then the fused root from y (the value
+    a packed root packs; its rows numbered in the result's order, ``out_strides``)."""
     x = inst.operands[0].shape
-    xs = kernel_strides(x)
+    xs = out_strides or kernel_strides(x)
     row_order = tuple(sorted(rows, key=lambda d: -upper(xs[d], ranges)))  # the order of row_axes' flat index
     em = TileEmitter(fusion, "f_", "BLOCK_ROWS, BLOCK_C", kernel_dims(x),
                      [Lanes("lane_rows", row_order), Lanes("lane_c", tuple(normalized))], wide, ranges)
     em.section(inst.operands[0])
     for param in inst.operands[1:]:  # the scale and the bias, at the columns only
         em.section(param, tuple(em.coords[d] for d in normalized), mask="mask_c")
-    root = check_root(fusion, inst)
+    root = check_root(fusion, inst, packs=True)
     em.bind(inst, "y", _compute_dtype(x.dtype))
     em.section(root)
     prologue, *params, fused_epilogue = em.sections()

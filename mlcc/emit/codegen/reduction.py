@@ -13,16 +13,19 @@ reduction kind, the row kernels' builders coming from mlcc/emit/codegen/normaliz
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
                                       kernel_strides, lowest, merge_axes, numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
-from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, pointer_params,
-                                     sections_ir)
+from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, packed_value,
+                                     pointer_params, sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
                                       triton_pointer)
 from mlcc.emit.codegen.normalization import ROW_KERNELS
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
+from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS
 
@@ -57,22 +60,30 @@ def _row_tiles(num_out: Size, num_red: Size, interpreter: bool, ranges: Ranges) 
 
 
 def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: Target = GENERIC,
-                ranges: Ranges = NO_RANGES) -> LaunchConfig:
+                ranges: Ranges = NO_RANGES, per_byte: int = 1) -> LaunchConfig:
     """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
-    warps: 64-lane wavefronts on AMD, so half as many there)."""
+    warps: 64-lane wavefronts on AMD, so half as many there). A packed result (per_byte values a byte): BLOCK_O
+    a multiple of per_byte, so each program stores whole bytes."""
     block_o, block_r = _row_tiles(num_out, num_red, interpreter, ranges)
+    if block_o < per_byte:
+        block_o, block_r = per_byte, max(1, block_r * block_o // per_byte)
     threads = 256 if block_o * block_r >= 4096 else 128
     return LaunchConfig({"BLOCK_O": block_o, "BLOCK_R": block_r}, (grid_size(num_out, block_o), 1, 1),
                         num_warps=threads // spec.warp_size, num_stages=1)
 
 
-def _row_problem(num_out: Size, num_red: Size, ranges: Ranges) -> dict:
-    """What the tiles follow from: the sizes, and the ranges their symbols' bounds are over."""
-    return {"rows": num_out, "row_size": num_red, "ranges": ranges}
+def _row_problem(num_out: Size, num_red: Size, ranges: Ranges, per_byte: int = 1) -> dict:
+    """What the tiles follow from: the sizes, and the ranges their symbols' bounds are over (and the values a
+    byte of a packed result)."""
+    problem = {"rows": num_out, "row_size": num_red, "ranges": ranges}
+    if per_byte > 1:
+        problem["per_byte"] = per_byte
+    return problem
 
 
 def _row_heuristic(problem: dict, spec: Target) -> LaunchConfig:
-    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES))
+    return _row_launch(problem["rows"], problem["row_size"], False, spec, problem.get("ranges", NO_RANGES),
+                       problem.get("per_byte", 1))
 
 
 register_tiling(Tiling(heuristic=_row_heuristic), "reduce.py.jinja", "argreduce.py.jinja", "scan.py.jinja")
@@ -86,6 +97,10 @@ def lower_reduce(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
 def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: Instruction | None) -> Kernel:
     """The kernel of reduce inst, alone or as the heavy op of an input fusion."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
+    packed = packed_value(fusion)
+    if packed is not None:  # a 4/2-bit result stored packed: the flat index walks it row-major, a byte per lanes
+        out = packed.shape
+    per_byte = 8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1
     kind = inst.attrs["kind"]
     if kind not in REDUCE_KINDS:
         raise ValueError(f"%{inst.name}: unknown reduce kind '{kind}'")
@@ -93,7 +108,8 @@ def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: I
     reduced = sorted(set(inst.attrs["dimensions"]))
     kept = [d for d in range(x.rank) if d not in reduced]
     xs, os = kernel_strides(x), kernel_strides(out)
-    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges))
+    out_axes = merge_axes(by_stride([Axis(dims[d], (xs[d], os[i])) for i, d in enumerate(kept)], ranges,
+                                    1 if packed is not None else 0))
     red_axes = merge_axes(by_stride([Axis(dims[d], (xs[d],)) for d in reduced], ranges))
     num_out, num_red = numel([dims[d] for d in kept]), numel([dims[d] for d in reduced])
 
@@ -107,9 +123,10 @@ def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: I
     shapes = [x, out]
     if fusion is not None:
         params = pointer_params(fusion)
-        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(out)]
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(fusion.shape)]
         wide = needs_int64(ranges, fusion, x)
-        prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide, ranges)
+        prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide, ranges,
+                                                        os if packed is not None else None)
         flops += ops
         shapes += [op.shape for op in fusion.operands] + list(fusion.called.instructions)
     sym_params, sym_types, symbols = scalar_params(*shapes)
@@ -118,22 +135,27 @@ def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: I
                     identity=_identity(combine, x.dtype, acc), acc_type=tl_type(acc), out_type=tl_type(out.dtype),
                     is_float=is_float(x.dtype), num_out=num_out, num_red=num_red, out_axes=out_axes,
                     red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=wide, prologue=prologue,
-                    epilogue=fused_epilogue)
+                    epilogue=fused_epilogue, per_byte=per_byte,
+                    value_bits=8 // per_byte)
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
-                  gpu=_row_launch(num_out, num_red, interpreter=False, ranges=ranges),
-                  interpreter=_row_launch(num_out, num_red, interpreter=True, ranges=ranges), flops=flops,
-                  extra={"problem": _row_problem(num_out, num_red, ranges)}, scalars=symbols,
+                  gpu=_row_launch(num_out, num_red, interpreter=False, ranges=ranges, per_byte=per_byte),
+                  interpreter=_row_launch(num_out, num_red, interpreter=True, ranges=ranges, per_byte=per_byte),
+                  flops=flops, extra={"problem": _row_problem(num_out, num_red, ranges, per_byte)}, scalars=symbols,
                   body_ir=sections_ir(prologue=prologue, epilogue=fused_epilogue))
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], reduced: list[int], acc: str,
-                    wide: bool, ranges: Ranges) -> tuple[Section, Section, int]:
+                    wide: bool, ranges: Ranges, out_strides: Sequence[Size] | None = None
+                    ) -> tuple[Section, Section, int]:
     """The operand over an [outputs, reduced elements] tile, the fused root over the outputs (the result,
-    held in acc, standing for the reduce), and their flops."""
+    held in acc, standing for the reduce), and their flops. ``out_strides``: the outputs are numbered in
+    the result's order (a packed result), not the operand's."""
     x = inst.operands[0].shape
     xs = kernel_strides(x)
     # the orders of out_axes' and red_axes' indices
     kept_order = tuple(sorted(kept, key=lambda d: -upper(xs[d], ranges)))
+    if out_strides is not None:
+        kept_order = tuple(sorted(kept, key=lambda d: -upper(out_strides[kept.index(d)], ranges)))
     red_order = tuple(sorted(reduced, key=lambda d: -upper(xs[d], ranges)))
     em = TileEmitter(fusion, "p_", "BLOCK_O, BLOCK_R", kernel_dims(x),
                      [Lanes("lane_o", kept_order), Lanes("lane_r", red_order)], wide, ranges)
@@ -141,7 +163,7 @@ def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], red
     (prologue,) = em.sections()
     result_dims = tuple(kept.index(d) for d in kept_order)  # the result's dims are the kept ones
     fused_epilogue, ops = epilogue(fusion, inst, "result", acc, [Lanes("lane_o", result_dims)], "BLOCK_O", wide,
-                                   ranges)
+                                   ranges, packs=True)
     return prologue, fused_epilogue, (upper(x.numel_expr(), ranges) * em.ops
                                       + upper(inst.shape.numel_expr(), ranges) * ops)
 

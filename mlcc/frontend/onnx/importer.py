@@ -26,7 +26,8 @@ from mlcc.frontend.onnx.registry import (COUNT_SYMBOL, Deferred, ImportContext, 
                                          normalize_domain)
 from mlcc.frontend.onnx.symbolic_values import collapse, fold_symbolic
 from mlcc.frontend.onnx.types import INT32_DATA_RANGES, ONNX_OF_IR_DTYPE, PACKED_BITS, as_ir_array, ir_dtype, onnx_type_name
-from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_bytes, unpacked
+from mlcc.hlo.blockquant import (PACKED_DTYPE_BITS, packed_bytes, packed_bytes_symbolic, symbolic_packed_count,
+                                 unpacked, unpacked_symbolic)
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import dtype_of_numpy, numpy_dtype
 from mlcc.hlo.evaluator import EvaluationError, evaluate_computation
@@ -378,6 +379,10 @@ class _GraphImporter:
                     and inst.shape.numel() > 0:
                 packed[len(outputs)] = Shape(inst.shape.dtype, inst.shape.dims)  # returned packed, as inputs come
                 inst = packed_bytes(self.b, inst)
+            elif inst.shape.dtype in PACKED_DTYPE_BITS and inst.shape.rank and not inst.shape.is_static and \
+                    symbolic_packed_count(inst.shape.dims, PACKED_DTYPE_BITS[inst.shape.dtype]) is not None:
+                packed[len(outputs)] = Shape(inst.shape.dtype, inst.shape.dims)  # whole bytes at every size
+                inst = packed_bytes_symbolic(self.b, inst)
             outputs.append(inst)
             names.append(out.name)
         module = self.b.finish(outputs, names)
@@ -482,6 +487,13 @@ class _GraphImporter:
                 raw = self.b.parameter(inp.name, Shape("u8", (-(-n * PACKED_DTYPE_BITS[dtype] // 8),)))
                 raw.attrs.update(packed=dtype, packed_dims=tuple(int(d) for d in dims))
                 inst = unpacked(self.b, raw, dtype, tuple(int(d) for d in dims))
+            elif dtype in PACKED_DTYPE_BITS and dims and not all(isinstance(d, int) for d in dims) \
+                    and symbolic_packed_count(dims, PACKED_DTYPE_BITS[dtype]) is not None:
+                # symbolic dims whose values are whole bytes at every size: packed too
+                count = symbolic_packed_count(dims, PACKED_DTYPE_BITS[dtype])
+                raw = self.b.parameter(inp.name, Shape("u8", (count,)))
+                raw.attrs.update(packed=dtype, packed_dims=tuple(dims))
+                inst = unpacked_symbolic(self.b, raw, dtype, dims)
             else:
                 inst = self.b.parameter(inp.name, Shape(dtype, dims))
             self.ctx.tensors[inp.name] = Tensor(inp.name, dtype, dims, inst=inst)

@@ -2,15 +2,16 @@
 
 After fusion, a value of type s4, u4, s2 or u2 that one kernel stores and other kernels load takes a byte a
 value in the arena unless it is packed. This pass rewrites such a value as packed outputs and inputs are
-(mlcc/hlo/blockquant.py): the producing loop kernel's root becomes the value's ONNX-order bytes,
-u8[ceil(n * bits / 8)], each byte computed whole from its own values (so no two programs share a byte), and
-every loading loop kernel takes those bytes and unpacks them in its loads. The buffer plan, the modeled bytes
-and the intent then see the packed size through the u8 shape.
+(mlcc/hlo/blockquant.py): the producing kernel's root becomes the value's ONNX-order bytes,
+u8[ceil(n * bits / 8)], and every loading kernel takes those bytes and unpacks them in its loads. The buffer
+plan, the modeled bytes and the intent then see the packed size through the u8 shape.
 
-Only values with static dims in the default (row-major) layout, made by a loop kernel and read only by loop
-kernels, are rewritten; an elementwise op left unfused becomes a loop fusion of itself first. A value a
-reduction, contraction or attention kernel stores or loads, one an output or a view reads, keeps a byte a
-value.
+Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
+(an input fusion) and a dot's output fusion keep the value at their result's dims and their templates store
+whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels and input
+fusions, whose prologues compute any loop op at the tile's coordinates. Only values with static dims in the
+default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
+becomes a loop fusion of itself first.
 """
 
 from __future__ import annotations
@@ -72,13 +73,89 @@ def _loop_kernel(inst: Instruction) -> bool:
     return inst.opcode in ELEMENTWISE_OPS
 
 
+# The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root is
+# packed_bytes of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose
+# kernels unpack a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
+PACKED_WRITERS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
+PACKED_READERS = frozenset({"input"})
+# A row kernel (softmax, layer-norm, rms-norm) packs rows of a length that is not a multiple of the values a
+# byte by reading a program's rows in one tile; longer such rows keep a byte a value (README "The bundle").
+MAX_ODD_PACKED_ROW = 16384
+
+
+def _heavy(inst: Instruction) -> Instruction | None:
+    """The heavy op of a fusion whose kernel can store its 4/2-bit result packed, if inst is one: an output
+    fusion's dot (_packing_dot); an input fusion's reduction always (its outputs are one flat index); an
+    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)
+    and, for a length not a multiple of the values a byte, at most MAX_ODD_PACKED_ROW long."""
+    if inst.opcode != "fusion" or inst.called is None:
+        return None
+    if inst.attrs.get("kind") == "output":
+        return _packing_dot(inst)
+    if inst.attrs.get("kind") != "input":
+        return None
+    heavy = [i for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
+    if len(heavy) != 1 or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    h = heavy[0]
+    if h.opcode == "reduce":
+        return h
+    rank = h.shape.rank
+    normalized = [h.attrs["dimension"]] if h.opcode == "softmax" else sorted(h.attrs["dimensions"])
+    if normalized != list(range(rank - len(normalized), rank)):
+        return None
+    row = int(np.prod([int(d) for d in h.shape.dims[rank - len(normalized):]], dtype=np.int64))
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
+
+
+# Dots whose tiles may span whole rows (matmul_tiles' whole_rows: tl.dot dtypes) and the longest such row:
+# a dot whose rows are an odd count of 4/2-bit values stores them packed from tiles of whole rows.
+_WHOLE_ROW_DOTS = ("f16", "bf16", "f32", "f64", "s8", "u8")
+MAX_ODD_PACKED_DOT_ROW = 256
+
+
+def _packing_dot(inst: Instruction) -> Instruction | None:
+    """An output fusion's one dot (no convolution, second contraction or row norm in it), if its kernel can
+    store its result packed: rows (the rhs free dims, innermost in the result) a multiple of the values a
+    byte (every [BLOCK_M, BLOCK_N] tile row is then whole bytes); or, for other rows up to
+    MAX_ODD_PACKED_DOT_ROW long, when its tiles can span whole rows (both operands read as they are, a
+    tl.dot dtype) and each batch element's values start a byte (one batch element, or whole bytes each)."""
+    heavy = [i for i in inst.called.instructions if i.opcode in ("dot", "convolution", "softmax", "layer-norm",
+                                                                  "rms-norm", "reduce")]
+    if len(heavy) != 1 or heavy[0].opcode != "dot" or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    dot = heavy[0]
+    lhs, rhs = (o.shape for o in dot.operands)
+    rb, rc = tuple(dot.attrs["rhs_batch_dims"]), tuple(dot.attrs["rhs_contracting_dims"])
+    n = int(np.prod([int(rhs.dims[d]) for d in range(rhs.rank) if d not in rb + rc], dtype=np.int64))
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    if n % per_byte == 0:
+        return dot
+    batch = int(np.prod([int(rhs.dims[d]) for d in rb], dtype=np.int64))
+    per_batch = int(np.prod([int(d) for d in dot.shape.dims], dtype=np.int64)) // max(batch, 1)
+    as_is = all(o.opcode == "parameter" for o in dot.operands)
+    if as_is and lhs.dtype in _WHOLE_ROW_DOTS and n <= MAX_ODD_PACKED_DOT_ROW \
+            and (batch == 1 or per_batch % per_byte == 0):
+        return dot
+    return None
+
+
+def _writer(inst: Instruction) -> bool:
+    return _loop_kernel(inst) or _heavy(inst) is not None
+
+
+def _reader(inst: Instruction) -> bool:
+    return _loop_kernel(inst) or (inst.opcode == "fusion" and inst.attrs.get("kind") in PACKED_READERS)
+
+
 def _packable(inst: Instruction) -> bool:
     s = inst.shape
     if not isinstance(s, Shape) or s.dtype not in PACKED_DTYPE_BITS or not s.rank or not s.is_static:
         return False
-    if not s.numel or not s.is_row_major() or not inst.users or not _loop_kernel(inst):
+    if not s.numel or not s.is_row_major() or not inst.users or not _writer(inst):
         return False
-    return all(_loop_kernel(u) and u.parent is inst.parent for u in inst.users)
+    return all(_reader(u) and u.parent is inst.parent for u in inst.users)
 
 
 class PackArenaValues(Pass):
