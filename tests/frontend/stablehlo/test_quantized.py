@@ -18,49 +18,8 @@ import numpy as np
 import pytest
 
 import mlcc
+from tests.frontend.stablehlo.quant_spec import Q, conv_nchw, ftensor, program, qtensor
 from tests.frontend.stablehlo.shlo_programs import assert_same, evaluate_text, run_kernels
-
-STORAGE = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i4": None}
-
-
-class Q:
-    """A quantized element type and the numpy reading of the spec's quantize and dequantize."""
-
-    def __init__(self, storage: str, scales, zeros, dim: int | None = None, lo: int | None = None,
-                 hi: int | None = None, expressed: str = "f32") -> None:
-        self.storage, self.scales, self.zeros, self.dim = storage, list(scales), list(zeros), dim
-        bits = int(storage[1:])
-        tmin, tmax = (0, 2 ** bits - 1) if storage[0] == "u" else (-2 ** (bits - 1), 2 ** (bits - 1) - 1)
-        self.lo, self.hi, self.minmax = tmin if lo is None else lo, tmax if hi is None else hi, lo is not None
-        self.expressed = expressed
-
-    def text(self) -> str:
-        st = self.storage + (f"<{self.lo}:{self.hi}>" if self.minmax else "")
-        if self.dim is None:
-            return f"!quant.uniform<{st}:{self.expressed}, {self.scales[0]!r}:{self.zeros[0]}>"
-        params = ", ".join(f"{s!r}:{z}" for s, z in zip(self.scales, self.zeros))
-        return f"!quant.uniform<{st}:{self.expressed}:{self.dim}, {{{params}}}>"
-
-    def _spread(self, values, shape, dtype):
-        v = np.asarray(values, dtype)
-        if self.dim is None:
-            return np.broadcast_to(v[0], shape)
-        idx = [1] * len(shape)
-        idx[self.dim] = -1
-        return np.broadcast_to(v.reshape(idx), shape)
-
-    def dequantize(self, q: np.ndarray) -> np.ndarray:
-        diff = q.astype(np.int64) - self._spread(self.zeros, q.shape, np.int64)
-        return diff.astype(np.float32) * self._spread(self.scales, q.shape, np.float32)
-
-    def quantize(self, x: np.ndarray) -> np.ndarray:
-        x = x.astype(np.float32)
-        y = x / self._spread(self.scales, x.shape, np.float32) + self._spread(self.zeros, x.shape, np.float32)
-        y = np.rint(np.clip(y, np.float32(self.lo), np.float32(self.hi)))   # rint: round half to even
-        return y.astype(STORAGE[self.storage])
-
-    def random(self, rng: np.random.Generator, shape) -> np.ndarray:
-        return rng.integers(self.lo, self.hi + 1, size=shape).astype(STORAGE[self.storage])
 
 
 def assert_kernels_match(got: np.ndarray, want: np.ndarray) -> None:
@@ -71,19 +30,6 @@ def assert_kernels_match(got: np.ndarray, want: np.ndarray) -> None:
     diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
     assert diff.max() <= 1, (got, want)
     assert (diff != 0).mean() <= 0.05, (got, want)
-
-
-def qtensor(shape, q: Q) -> str:
-    return "tensor<" + "".join(f"{d}x" for d in shape) + q.text() + ">"
-
-
-def ftensor(shape, dtype: str = "f32") -> str:
-    return "tensor<" + "".join(f"{d}x" for d in shape) + dtype + ">"
-
-
-def program(params: list[str], results: list[str], body: str) -> str:
-    args = ", ".join(f"%arg{i}: {t}" for i, t in enumerate(params))
-    return f"func.func @main({args}) -> ({', '.join(results)}) {{\n{body}\n}}\n"
 
 
 # ---------------------------------------------------------------- the spec's examples, with its stated results
@@ -288,18 +234,6 @@ def test_hybrid_dot_general_float_lhs_quantized_rhs():
     np.testing.assert_allclose(got, x @ W.dequantize(w), rtol=1e-5, atol=1e-5)
 
 
-def _conv(x, w, pad):
-    """NCHW x OIHW, stride 1, zero padding: direct loops."""
-    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    out = np.zeros((n, o, h - kh + 1, wd - kw + 1))
-    for i in range(out.shape[2]):
-        for j in range(out.shape[3]):
-            out[:, :, i, j] = np.einsum("nchw,ochw->no", x[:, :, i:i + kh, j:j + kw], w)
-    return out
-
-
 def test_convolution_per_channel_weights(tmp_path):
     wq = Q("i8", [0.01, 0.02, 0.03, 0.015], [0, 0, 0, 0], dim=0)
     rng = np.random.default_rng(10)
@@ -308,7 +242,7 @@ def test_convolution_per_channel_weights(tmp_path):
     text = program([tx, tw], [to], f"""
   %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {{stride = [1, 1], pad = [[1, 1], [1, 1]]}} {{batch_group_count = 1 : i64, feature_group_count = 1 : i64}} : ({tx}, {tw}) -> {to}
   return %0 : {to}""")
-    want = ACC.quantize(_conv(A.dequantize(x).astype(np.float64), wq.dequantize(w).astype(np.float64), 1))
+    want = ACC.quantize(conv_nchw(A.dequantize(x).astype(np.float64), wq.dequantize(w).astype(np.float64), 1))
     (got,) = evaluate_text(text, [x, w])
     assert_same(got, want)
     (got,) = run_kernels(text, [x, w], tmp_path)
@@ -360,3 +294,49 @@ def test_bad_quantized_type_is_one_line_exit_65_naming_the_value(tmp_path, qtype
     assert r.returncode == 65, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and match in lines[0] and "bad.mlir:1:" in lines[0], r.stderr
+
+
+def test_compare_and_select_on_quantized_tensors():
+    # compare is the spec's dequantize_compare (different parameters compared as numbers); select moves integers
+    rng = np.random.default_rng(12)
+    x, y = A.random(rng, (3, 4)), B.random(rng, (3, 4))
+    ta, tb = qtensor(x.shape, A), qtensor(x.shape, B)
+    text = program([ta, tb, ta], [ta, "tensor<3x4xi1>"], f"""
+  %0 = stablehlo.compare GT, %arg0, %arg1 : ({ta}, {tb}) -> tensor<3x4xi1>
+  %1 = stablehlo.select %0, %arg0, %arg2 : tensor<3x4xi1>, {ta}
+  return %1, %0 : {ta}, tensor<3x4xi1>""")
+    z = A.random(rng, (3, 4))
+    got, pred = evaluate_text(text, [x, y, z])
+    want_pred = A.dequantize(x) > B.dequantize(y)
+    assert_same(pred, want_pred)
+    assert_same(got, np.where(want_pred, x, z))
+
+
+def test_bitcast_convert_reads_the_storage_bits():
+    q = Q("i8", [0.5], [1])
+    tq = qtensor((4,), q)
+    text = program([tq], ["tensor<4xui8>"], f"""
+  %0 = stablehlo.bitcast_convert %arg0 : ({tq}) -> tensor<4xui8>
+  return %0 : tensor<4xui8>""")
+    x = np.array([-128, -1, 0, 127], np.int8)
+    (got,) = evaluate_text(text, [x])
+    assert_same(got, x.view(np.uint8))
+
+
+def test_a_region_on_quantized_elements_is_unsupported():
+    tq = qtensor((4,), A)
+    ts = qtensor((), A)
+    text = program([tq, ts], [ts], f"""
+  %0 = stablehlo.reduce(%arg0 init: %arg1) applies stablehlo.add across dimensions = [0] : ({tq}, {ts}) -> {ts}
+  return %0 : {ts}""")
+    with pytest.raises(mlcc.frontend.stablehlo.StableHLOUnsupportedError, match="stablehlo.(reduce|add).*quant.uniform"):
+        evaluate_text(text, [np.zeros(4, np.int8), np.zeros((), np.int8)])
+
+
+def test_convert_of_a_quantized_tensor_is_invalid():
+    tq = qtensor((4,), A)
+    text = program([tq], ["tensor<4xf32>"], f"""
+  %0 = stablehlo.convert %arg0 : ({tq}) -> tensor<4xf32>
+  return %0 : tensor<4xf32>""")
+    with pytest.raises(mlcc.frontend.stablehlo.StableHLOParseError, match="convert takes plain tensors only"):
+        evaluate_text(text, [np.zeros(4, np.int8)])
