@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -340,3 +341,20 @@ def test_convert_of_a_quantized_tensor_is_invalid():
   return %0 : tensor<4xf32>""")
     with pytest.raises(mlcc.frontend.stablehlo.StableHLOParseError, match="convert takes plain tensors only"):
         evaluate_text(text, [np.zeros(4, np.int8)])
+
+
+@pytest.mark.parametrize("storage,zero", [("i4", -1), ("u4", 3)])
+def test_4_bit_storage_with_a_bf16_expressed_type(tmp_path, storage, zero):
+    # the values divide and shift exactly, so the spec's bf16 arithmetic and numpy's f32 reading agree
+    q = Q(storage, [0.5], [zero], expressed="bf16")
+    x = np.array([0.25, 0.75, -3.0, 100.0, -100.0, 1.25], ml_dtypes.bfloat16)
+    tq, tf = qtensor((6,), q), ftensor((6,), "bf16")
+    text = program([tf], [tq, tf], f"""
+  %0 = stablehlo.uniform_quantize %arg0 : ({tf}) -> {tq}
+  %1 = stablehlo.uniform_dequantize %0 : ({tq}) -> {tf}
+  return %0, %1 : {tq}, {tf}""")
+    want_q = q.quantize(x.astype(np.float32))
+    want_f = q.dequantize(want_q).astype(ml_dtypes.bfloat16)
+    for got_q, got_f in (evaluate_text(text, [x]), run_kernels(text, [x], tmp_path)):
+        assert_same(got_q, want_q)
+        assert_same(got_f, want_f)
