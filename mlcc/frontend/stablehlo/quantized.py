@@ -73,8 +73,9 @@ def dequantize(b: Builder, x: Instruction, t: TensorType) -> Instruction:
     has_zero = any(q.zero_points)
     if int(q.storage[1:]) <= 16:
         y = b.convert(x, work)
-        if has_zero:
-            y = b.op("subtract", [y, _spread(b, q.zero_points, q.dim, dims, work)])
+        if has_zero:  # the zero point in the storage type, converted (as DequantizeLinear's): see quantized_dot
+            zdtype = q.dtype if q.dtype in ("s8", "u8", "s16", "u16") else work
+            y = b.op("subtract", [y, b.convert(_spread(b, q.zero_points, q.dim, dims, zdtype), work)])
         y = b.convert(y, q.expressed)
     else:
         y = b.convert(x, "s64")

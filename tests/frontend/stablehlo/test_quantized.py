@@ -235,7 +235,7 @@ def test_hybrid_dot_general_float_lhs_quantized_rhs():
     np.testing.assert_allclose(got, x @ W.dequantize(w), rtol=1e-5, atol=1e-5)
 
 
-def test_convolution_per_channel_weights(tmp_path):
+def test_convolution_per_channel_weights_becomes_the_int8_convolution(tmp_path):
     wq = Q("i8", [0.01, 0.02, 0.03, 0.015], [0, 0, 0, 0], dim=0)
     rng = np.random.default_rng(10)
     x, w = A.random(rng, (1, 3, 5, 5)), wq.random(rng, (4, 3, 3, 3))
@@ -248,6 +248,10 @@ def test_convolution_per_channel_weights(tmp_path):
     assert_same(got, want)
     (got,) = run_kernels(text, [x, w], tmp_path)
     assert_kernels_match(got, want)
+    # the activation's zero point pads the integers (the border then dequantizes to 0): an s8 -> s32 convolution
+    hlo = (tmp_path / "bundle" / "model.hlo").read_text()
+    convs = [line for line in hlo.splitlines() if " convolution(" in line]
+    assert convs and all("s32[" in line.split("=")[1].split("(")[0] for line in convs), convs
 
 
 def test_a_quantized_constant_holds_storage_integers():
