@@ -98,9 +98,20 @@ def quantize(b: Builder, y: Instruction, t: TensorType) -> Instruction:
     if any(q.zero_points):
         y = b.op("add", [y, _spread(b, q.zero_points, q.dim, dims, ft)])
     y = b.op("round-nearest-even", [y])
-    lo, hi = _spread(b, (q.storage_min,), None, dims, ft), _spread(b, (q.storage_max,), None, dims, ft)
+    lo, hi = (_spread(b, (_inside(v, ft, toward),), None, dims, ft)
+              for v, toward in ((q.storage_min, 1), (q.storage_max, -1)))
     y = b.op("clamp", [lo, y, hi])
     return b.convert(y, q.dtype)
+
+
+def _inside(v: int, dtype: str, toward: int) -> float:
+    """v in the float type, moved one step toward the storage range when rounding took it outside (i32's max
+    is 2^31 in f32, which no s32 holds: the spec leaves that conversion undefined; this saturates)."""
+    with np.errstate(over="ignore"):
+        f = numpy_dtype(dtype).type(v)
+    if (float(f) - v) * toward < 0:
+        f = np.nextafter(f, numpy_dtype(dtype).type(toward * np.inf))
+    return float(f)
 
 
 def _retyped(op: Op, types: list[Any], result_types: list[Any]) -> Op:

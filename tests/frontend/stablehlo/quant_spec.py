@@ -8,7 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-STORAGE = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i4": ml_dtypes.int4, "u4": ml_dtypes.uint4}
+STORAGE = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32, "i4": ml_dtypes.int4, "u4": ml_dtypes.uint4}
 
 
 class Q:

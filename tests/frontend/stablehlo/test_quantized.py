@@ -362,3 +362,14 @@ def test_4_bit_storage_with_a_bf16_expressed_type(tmp_path, storage, zero):
     for got_q, got_f in (evaluate_text(text, [x]), run_kernels(text, [x], tmp_path)):
         assert_same(got_q, want_q)
         assert_same(got_f, want_f)
+
+
+def test_i32_storage_saturates_where_f32_cannot_hold_its_max():
+    # 2^31 - 1 is 2^31 in f32, which no s32 holds: values past the top end at the largest f32 below it
+    q = Q("i32", [1.0], [0])
+    tq = qtensor((3,), q)
+    text = program([ftensor((3,))], [tq], f"""
+  %0 = stablehlo.uniform_quantize %arg0 : ({ftensor((3,))}) -> {tq}
+  return %0 : {tq}""")
+    (got,) = evaluate_text(text, [np.array([1e12, -1e12, 12345.5], np.float32)])
+    assert_same(got, np.array([2147483520, -2147483648, 12346], np.int32))
