@@ -442,7 +442,7 @@ class Parser:
             quant = parse_quant_body(self.lx.text[start + 1:self.lx.pos - 1])
             check_tensor_dims(quant, dims)
         except QuantTypeError as e:
-            line, col = self.lx.location(start)
+            line, col = self.lx.location(m.start() + m.group(0).index("!"))  # at the quantized type
             cls = StableHLOUnsupportedError if e.unsupported else StableHLOParseError
             raise cls(str(e), file=self.filename, line=line, col=col) from None
         self.lx.expect(">", "to close the tensor type")

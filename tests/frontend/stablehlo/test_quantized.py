@@ -298,7 +298,7 @@ def test_bad_quantized_type_is_one_line_exit_65_naming_the_value(tmp_path, qtype
                         "--target", "none"], capture_output=True, text=True, env=env)
     assert r.returncode == 65, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and match in lines[0] and "bad.mlir:1:" in lines[0], r.stderr
+    assert len(lines) == 1 and match in lines[0] and "bad.mlir:1:33:" in lines[0], r.stderr
 
 
 def test_compare_and_select_on_quantized_tensors():
