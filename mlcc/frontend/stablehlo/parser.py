@@ -446,7 +446,7 @@ class Parser:
             cls = StableHLOUnsupportedError if e.unsupported else StableHLOParseError
             raise cls(str(e), file=self.filename, line=line, col=col) from None
         self.lx.expect(">", "to close the tensor type")
-        return TensorType(quant.text, dims, quant)
+        return TensorType(quant.canonical(), dims, quant)
 
     def function_type(self) -> FunctionType:
         self.lx.expect("(")

@@ -44,11 +44,17 @@ class QuantType:
     dim: int | None
     scales: tuple[float, ...]
     zero_points: tuple[int, ...]
-    text: str             # as written, for messages and printing
+    text: str = field(compare=False)  # as written, for messages (1e-1 and 0.1 are one type)
 
     @property
     def dtype(self) -> str:
         return STORAGE_TYPES[self.storage]
+
+    def canonical(self) -> str:
+        """One spelling of the type (``1.000000e-01`` and ``0.1`` are one scale), to compare types by."""
+        params = [f"{s!r}:{z}" for s, z in zip(self.scales, self.zero_points)]
+        return (f"!quant.uniform<{self.storage}<{self.storage_min}:{self.storage_max}>:{self.expressed}"
+                + (f":{self.dim}, {{{', '.join(params)}}}>" if self.dim is not None else f", {params[0]}>"))
 
     def same_values(self, other: "QuantType") -> bool:
         """The same integers mean the same numbers (the quantization dim aside)."""
@@ -87,7 +93,7 @@ class TensorType:
 
     def __str__(self) -> str:
         dims = "".join(("?" if d is None else str(d)) + "x" for d in self.dims)
-        return f"tensor<{dims}{self.element}>"
+        return f"tensor<{dims}{self.quant.text if self.quant is not None else self.element}>"
 
 
 @dataclass(frozen=True)

@@ -373,3 +373,12 @@ def test_i32_storage_saturates_where_f32_cannot_hold_its_max():
   return %0 : {tq}""")
     (got,) = evaluate_text(text, [np.array([1e12, -1e12, 12345.5], np.float32)])
     assert_same(got, np.array([2147483520, -2147483648, 12346], np.int32))
+
+
+def test_one_type_spelled_two_ways_is_one_type():
+    # MLIR prints scales as 1.000000e-01; a hand-written program may say 0.1 for the same type
+    text = program(["tensor<2x!quant.uniform<i8:f32, 1.000000e-01:-3>>"], ["tensor<2xf32>"], """
+  %0 = stablehlo.uniform_dequantize %arg0 : (tensor<2x!quant.uniform<i8<-128:127>:f32, 0.1:-3>>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>""")
+    (got,) = evaluate_text(text, [np.array([7, -3], np.int8)])
+    assert_same(got, Q("i8", [0.1], [-3]).dequantize(np.array([7, -3], np.int8)))
