@@ -36,7 +36,6 @@ STABLEHLO_NOT_IMPORTED = {
            "outfeed", "recv", "send"),
     **_all("a training op: mlcc compiles inference", "batch_norm_grad", "batch_norm_training"),
     **_all("random numbers: no HLO op", "rng", "rng_bit_generator"),
-    **_all("quantized element types: not in the IR yet", "uniform_quantize", "uniform_dequantize"),
     **_all("linear algebra: no HLO op", "cholesky"),
     **_all("deprecated in StableHLO (dot_general, gather and broadcast_in_dim replace them)", "einsum",
            "unary_einsum", "torch_index_select", "broadcast"),

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from mlcc.frontend.stablehlo import fold
+from mlcc.frontend.stablehlo import fold, quantized
 from mlcc.frontend.stablehlo.errors import (StableHLOParseError, StableHLOUnsupportedError, UnsupportedOp,
                                             UnsupportedOpsError)
 from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
@@ -199,6 +199,10 @@ class Context:
             raise self.unsupported(op, f"the program grows past {MAX_UNROLLED_OPS} ops once calls are inlined "
                                        "and loops unrolled")
         args: list[Any] = [self.lookup(op, v) for v in op.operands]
+        declared, requantize = op, None
+        if quantized.involved(op) and op.name not in quantized.OWN_RULES:
+            with self.b.origin(self.origin(op)):
+                op, args, requantize = quantized.lower(self, op, args)
         if self.lifted is not None:
             if op.name not in LIFTABLE and op.name != "func.call" and not op.name.startswith("chlo."):
                 raise self.unsupported(op, "only elementwise ops can be applied over a tensor in this region")
@@ -217,9 +221,12 @@ class Context:
                     if rule is None:
                         raise self.unsupported(op, "no import rule")
                     out = rule(self, op, args)
+                results = [out] if isinstance(out, (Instruction, Complex)) else list(out)
+                if requantize is not None and len(results) == len(requantize):
+                    results = quantized.requantize(self.b, results, requantize)
             except ShapeError as e:
                 raise self.error(op, str(e)) from None
-        results = [out] if isinstance(out, (Instruction, Complex)) else list(out)
+        op = declared
         if len(results) != len(op.results):
             raise self.error(op, f"produced {len(results)} values for {len(op.results)} results")
         for value, inst in zip(op.results, results):
@@ -314,7 +321,7 @@ def _componentwise_body(op: Op) -> bool:
 def _tensor_text(shape: Any) -> str:
     if shape.is_tuple:
         return str(shape)
-    element = {v: k for k, v in reversed(list(ELEMENT_TYPES.items()))}[shape.dtype]
+    element = {v: k for k, v in reversed(list(ELEMENT_TYPES.items()))}.get(shape.dtype, shape.dtype)
     return str(TensorType(element, tuple(shape.dims)))
 
 

@@ -13,14 +13,16 @@ import re
 from typing import Any, Callable
 
 from mlcc.frontend.stablehlo import dense
-from mlcc.frontend.stablehlo.errors import StableHLOParseError
+from mlcc.frontend.stablehlo.errors import StableHLOParseError, StableHLOUnsupportedError
 from mlcc.frontend.stablehlo.known_ops import KNOWN_OPS
 from mlcc.frontend.stablehlo.lexer import Lexer, Token, describe, unquote
+from mlcc.frontend.stablehlo.quant_type import QuantTypeError, check_tensor_dims, parse_quant_body
 from mlcc.frontend.stablehlo.syntax import (Block, DenseAttr, Function, FunctionType, Op, OpaqueAttr, OtherType,
                                             ParsedModule, SymbolRef, TensorType, TupleType, Value)
 from mlcc.hlo.rules import RuleTable
 
 _TENSOR = re.compile(r"tensor<((?:(?:\d+|\?)x)*)([A-Za-z_][A-Za-z0-9_]*)")
+_QUANT_TENSOR = re.compile(r"tensor<((?:(?:\d+|\?)x)*)!quant\.uniform(?=<)")
 _STRUCT_ATTRS = ("#stablehlo.dot", "#stablehlo.gather", "#stablehlo.scatter", "#stablehlo.dot_algorithm",
                  "#stablehlo.result_accuracy", "#stablehlo.output_operand_alias")
 _ENUM_DIALECTS = ("#stablehlo", "#chlo", "#mhlo")
@@ -395,6 +397,9 @@ class Parser:
 
     # ------------------------------------------------------------------ types
     def type(self) -> Any:
+        m = self.lx.match_raw(_QUANT_TENSOR)
+        if m is not None:
+            return self.quantized_tensor_type(m)
         m = self.lx.match_raw(_TENSOR)
         if m is not None:
             dims = tuple(None if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
@@ -427,6 +432,21 @@ class Parser:
                 self.lx.skip_balanced()
             return OtherType(self.lx.text[start:self.lx.pos])
         raise self.lx.error(f"expected a type, found {describe(tok)}")
+
+    def quantized_tensor_type(self, m: re.Match[str]) -> TensorType:
+        """``tensor<2x!quant.uniform<i8:f32, 0.1:-3>>`` (mlcc/frontend/stablehlo/quant_type.py)."""
+        dims = tuple(None if d == "?" else int(d) for d in m.group(1).split("x")[:-1])
+        start = self.lx.pos
+        self.lx.skip_balanced()
+        try:
+            quant = parse_quant_body(self.lx.text[start + 1:self.lx.pos - 1])
+            check_tensor_dims(quant, dims)
+        except QuantTypeError as e:
+            line, col = self.lx.location(m.start() + m.group(0).index("!"))  # at the quantized type
+            cls = StableHLOUnsupportedError if e.unsupported else StableHLOParseError
+            raise cls(str(e), file=self.filename, line=line, col=col) from None
+        self.lx.expect(">", "to close the tensor type")
+        return TensorType(quant.canonical(), dims, quant)
 
     def function_type(self) -> FunctionType:
         self.lx.expect("(")

@@ -18,7 +18,7 @@ abs add and atan2 cbrt ceil clamp convert bitcast_convert cosine count_leading_z
 dynamic_update_slice exponential exponential_minus_one floor imag is_finite log log_plus_one logistic
 maximum minimum multiply negate not optimization_barrier or popcnt power real remainder reshape
 round_nearest_afz round_nearest_even rsqrt shift_left shift_right_arithmetic shift_right_logical sign
-sine sqrt subtract tan tanh xor complex
+sine sqrt subtract tan tanh xor complex uniform_quantize uniform_dequantize
 """
 _CHLO_UNARY = """
 acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf is_neg_inf

@@ -25,17 +25,62 @@ ELEMENT_TYPES = {
 COMPLEX_TYPES = {"complex<f32>": "f32", "complex<f64>": "f64"}
 
 
+# storage types of ``!quant.uniform`` (the quant dialect's spelling: ``i8`` is signed) -> IR dtype
+STORAGE_TYPES = {"i2": "s2", "i4": "s4", "i8": "s8", "i16": "s16", "i32": "s32",
+                 "u2": "u2", "u4": "u4", "u8": "u8", "u16": "u16", "u32": "u32"}
+EXPRESSED_TYPES = ("f16", "bf16", "f32", "f64")
+
+
+@dataclass(frozen=True)
+class QuantType:
+    """``!quant.uniform<i8<-127:127>:f32:1, {0.1:-3, 0.2:4}>``: integers of ``storage`` between storage_min and
+    storage_max standing for (i - zero_point) * scale of the ``expressed`` float type; one (scale, zero point)
+    per tensor (dim None) or one per index of dim."""
+
+    storage: str          # the quant dialect's spelling (i8, u8, i4...)
+    storage_min: int
+    storage_max: int
+    expressed: str        # f16, bf16, f32, f64
+    dim: int | None
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
+    text: str = field(compare=False)  # as written, for messages (1e-1 and 0.1 are one type)
+
+    @property
+    def dtype(self) -> str:
+        return STORAGE_TYPES[self.storage]
+
+    def canonical(self) -> str:
+        """One spelling of the type (``1.000000e-01`` and ``0.1`` are one scale), to compare types by."""
+        params = [f"{s!r}:{z}" for s, z in zip(self.scales, self.zero_points)]
+        return (f"!quant.uniform<{self.storage}<{self.storage_min}:{self.storage_max}>:{self.expressed}"
+                + (f":{self.dim}, {{{', '.join(params)}}}>" if self.dim is not None else f", {params[0]}>"))
+
+    def same_values(self, other: "QuantType") -> bool:
+        """The same integers mean the same numbers (the quantization dim aside)."""
+        return (self.dtype, self.storage_min, self.storage_max, self.expressed, self.scales, self.zero_points) == \
+            (other.dtype, other.storage_min, other.storage_max, other.expressed, other.scales, other.zero_points)
+
+
 @dataclass(frozen=True)
 class TensorType:
-    """``tensor<2x3xf32>``: element is the MLIR spelling; dims are ints (None for ``?``)."""
+    """``tensor<2x3xf32>``: element is the MLIR spelling; dims are ints (None for ``?``). A quantized tensor
+    (``tensor<2x!quant.uniform<i8:f32, 0.1>>``) has ``quant``, and its IR dtype is the storage type."""
 
     element: str
     dims: tuple[int | None, ...]
+    quant: QuantType | None = None
 
     @property
     def dtype(self) -> str | None:
         """The IR dtype, or None for an element type the IR lacks (complex, f8, i4...)."""
+        if self.quant is not None:
+            return self.quant.dtype
         return ELEMENT_TYPES.get(self.element)
+
+    def expressed(self) -> "TensorType":
+        """A quantized tensor's float counterpart (itself when not quantized)."""
+        return self if self.quant is None else TensorType(self.quant.expressed, self.dims)
 
     @property
     def complex_part(self) -> str | None:
@@ -48,7 +93,7 @@ class TensorType:
 
     def __str__(self) -> str:
         dims = "".join(("?" if d is None else str(d)) + "x" for d in self.dims)
-        return f"tensor<{dims}{self.element}>"
+        return f"tensor<{dims}{self.quant.text if self.quant is not None else self.element}>"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,0 @@
-// expect: stablehlo.uniform_quantize
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.uniform_quantize %x : (tensor<4xf32>) -> tensor<4x!quant.uniform<i8:f32, 1.000000e-01:-3>>
-  %1 = stablehlo.uniform_dequantize %0 : (tensor<4x!quant.uniform<i8:f32, 1.000000e-01:-3>>) -> tensor<4xf32>
-  return %1 : tensor<4xf32>
-}
