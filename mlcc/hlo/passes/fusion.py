@@ -175,7 +175,8 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
         return "ref" not in inst.attrs
     if inst.opcode in ("broadcast", "bitcast", "convert", "reshape"):
         src = inst.operands[0]
-        if inst.opcode == "convert" and src.opcode in LOOP_OPS and src.opcode != "constant" and len(src.users) == 1:
+        if inst.opcode == "convert" and src.opcode in LOOP_OPS and src.opcode != "constant" and len(src.users) == 1 \
+                and not _cheap(src, ranges):
             return False  # its source exists only for it (a quantization's clamp): recomputing would store that
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
     if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES \
