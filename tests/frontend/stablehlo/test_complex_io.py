@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import mlcc
 from mlcc.bundle.errors import BundleError
+from mlcc.bundle.manifest import Manifest
 from mlcc.bundle.schemas import COMPLEX_IO_SCHEMA_VERSION, load_schema
 from mlcc.cli import main
 from mlcc.frontend.stablehlo import StableHLOUnsupportedError, import_stablehlo
@@ -115,6 +116,7 @@ def test_the_manifest_marks_complex_io_and_follows_its_schema(tmp_path):
     assert "complex" not in x_in and x_in["shape"] == [4]
     assert [o.get("complex", False) for o in m["outputs"]] == [True, False, True]
     assert m["outputs"][2]["shape"] == [4, 3, 2]
+    assert Manifest.from_json(m).to_json() == m  # the key round-trips through the records
     bad = json.loads(json.dumps(m))
     bad["inputs"][0]["dtype"] = "s32"  # complex pairs of integers: no such type
     with pytest.raises(jsonschema.ValidationError):
