@@ -327,6 +327,18 @@ def intent_table(summary: dict[str, Any]) -> list[tuple[str, ...]]:
             for cls, v in summary["intent"].items()]
 
 
+def io_text(tensors: list[dict[str, Any]], most: int = 8) -> str:
+    """Inputs or outputs as the user sees them: ``x f32[1,seq]``, a complex one ``z c64[3,4]`` (its buffer's
+    real pairs, f32[3,4,2]), a packed one ``w s4[8,8] packed``; the first ``most`` and a count of the rest."""
+    def one(t: dict[str, Any]) -> str:
+        if t.get("complex"):
+            kind = {"f32": "c64", "f64": "c128"}[t["dtype"]]
+            return f"{t['name']} {kind}[{','.join(str(d) for d in t['shape'][:-1])}]"
+        return f"{t['name']} {t['dtype']}[{','.join(str(d) for d in t['shape'])}]" + (" packed" if t.get("packed") else "")
+    text = ", ".join(one(t) for t in tensors[:most]) or "(none)"
+    return text + (f" (+{len(tensors) - most} more)" if len(tensors) > most else "")
+
+
 def header_lines(summary: dict[str, Any]) -> list[str]:
     m = summary["model"]
     t = summary["totals"]
@@ -347,6 +359,8 @@ def header_lines(summary: dict[str, Any]) -> list[str]:
         f"({mem['efficiency']:.1%} of it is needed), {mem['arena_buffers']} buffers, "
         f"peak live {mem['peak_live_bytes']:,} bytes, {mem['buffer_bytes_without_reuse']:,} without reuse"),
         f"weights    {mem['weights_bytes']:,} bytes",
+        f"inputs     {io_text(summary['inputs'])}",
+        f"outputs    {io_text(summary['outputs'])}",
         *([("symbols    " + ", ".join(f"{k} in {lo}..{'' if hi is None else hi}" for k, (lo, hi) in summary["symbols"].items())
             + ": sizes, FLOPs, bytes and the arena are at the largest")] if summary.get("symbols") else []),
         f"layout     {lc['count']} copies change layout, {lc['bytes']:,} bytes"

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mlcc.errors import InputMissingError, InvalidInputError, UnsupportedError
-from mlcc.bundle.dtypes import STORAGE_NAMES, numpy_dtype
+from mlcc.bundle.dtypes import STORAGE_NAMES, complex_input, complex_pairs, numpy_dtype
 from mlcc.bundle.sizes import eval_size
 
 TOLERANCES = {  # rtol, atol (RELIABILITY.md, "Tolerances that the anchors use")
@@ -49,13 +49,16 @@ def symbol_sizes(symbols: Mapping[str, Any], planned: Mapping[str, int] | None =
 
 def random_inputs(spec: list[dict[str, Any]], seed: int = 0, sizes: Mapping[str, int] | None = None,
                   ranges: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
-    """Seeded inputs: floats ~ N(0,1), random booleans, integers over ``ranges[name]`` = [lo, hi) (the valid
+    """Seeded inputs: floats ~ N(0,1) (complex: each part), random booleans, integers over ``ranges[name]`` = [lo, hi) (the valid
     indices of what the input indexes, see integer_ranges) or else in {0, 1} (masks, flags); symbolic dims at
     ``sizes``."""
     rng = np.random.default_rng(seed)
     out = {}
     for s in spec:
         shape = [eval_size(d, sizes or {}) for d in s["shape"]]
+        if s.get("complex"):  # a complex input: normal real and imaginary parts (its buffer's last dim is the pair)
+            out[s["name"]] = complex_input(rng, shape[:-1], s["numpy_dtype"])
+            continue
         if s["numpy_dtype"] in STORAGE_NAMES:  # fp8/fp4 ~ N(0,1) (e8m0: |N(0,1)|); 4- and 2-bit ints over their range
             dt = numpy_dtype(s["numpy_dtype"])
             x = rng.standard_normal(shape).astype(np.float32)
@@ -199,6 +202,9 @@ def compare(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
     for name, exp in expected.items():
         exp = np.asarray(exp)
         got = np.asarray(actual[name])
+        shape, shown = tuple(exp.shape), exp.dtype.name
+        if exp.dtype.kind == "c" and got.shape == exp.shape:  # complex: each part within its type's tolerance
+            exp, got = complex_pairs(exp), complex_pairs(got.astype(exp.dtype))
         dt = exp.dtype.name
         r, a = TOLERANCES.get(dt, (0.0, 0.0))
         r = r if rtol is None else rtol
@@ -222,5 +228,5 @@ def compare(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
             ok = bool(np.array_equal(got, exp))
             max_abs = float(np.max(np.abs(got.astype(np.float64) - exp.astype(np.float64)), initial=0.0)) if exp.size else 0.0
             max_rel = 0.0 if ok else float("inf")
-        checks.append(OutputCheck(name, ok, max_abs, max_rel, tuple(exp.shape), dt))
+        checks.append(OutputCheck(name, ok, max_abs, max_rel, shape, shown))
     return checks

@@ -82,3 +82,25 @@ def torch_dtype(name: str) -> Any:
             "int64": torch.int64, "uint8": torch.uint8, "uint16": torch.uint16, "uint32": torch.uint32,
             "uint64": torch.uint64, "float16": torch.float16, "bfloat16": torch.bfloat16,
             "float32": torch.float32, "float64": torch.float64}[name]
+
+
+COMPLEX_NAMES = {"float32": "complex64", "float64": "complex128"}  # a complex input's or output's pair type
+
+
+def complex_pairs(array: np.ndarray) -> np.ndarray:
+    """A complex array as its real pairs (last dim 2: real, imaginary), how a bundle stores a complex input or
+    output (``"complex": true``): numpy's ``x[..., None].view(np.float32)``, a view where x is contiguous."""
+    array = np.asarray(array, order="C")  # (np.ascontiguousarray would make a rank-0 array rank 1)
+    return array[..., None].view(array.real.dtype)
+
+
+def from_complex_pairs(pairs: np.ndarray) -> np.ndarray:
+    """complex_pairs' inverse: real pairs (last dim 2) as the complex array, a view where they are contiguous."""
+    pairs = np.asarray(pairs, order="C")
+    return pairs.view(np.dtype(COMPLEX_NAMES[pairs.dtype.name])).reshape(pairs.shape[:-1])
+
+
+def complex_input(rng: np.random.Generator, shape: list[int], part: str) -> np.ndarray:
+    """Random complex values for a complex input whose parts are ``part`` (float32/float64): N(0,1) each part."""
+    pairs = rng.standard_normal(list(shape) + [2]).astype(part)
+    return from_complex_pairs(pairs)

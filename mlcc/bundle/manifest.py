@@ -39,21 +39,27 @@ class TensorSpec:
 class IoTensor:
     """An input or output: its name for the user and the buffer that holds it. ``packed``: a 4- or 2-bit
     integer tensor whose buffer holds its values packed (mlcc/bundle/dtypes.py pack), ceil(n * bits / 8)
-    bytes; the key is written only when true."""
+    bytes. ``complex``: the user's value is complex (complex64 for an f32 spec, complex128 for f64) of the
+    spec's shape without its last dim, and the buffer (the spec) holds its real pairs, last dim 2 (real,
+    imaginary; mlcc/bundle/dtypes.py complex_pairs). Each key is written only when true."""
     name: str
     buffer: str
     spec: TensorSpec
     packed: bool = False
+    complex: bool = False
 
     def to_json(self) -> Json:
         d = {"name": self.name, "buffer": self.buffer, **self.spec.to_json()}
         if self.packed:
             d["packed"] = True
+        if self.complex:
+            d["complex"] = True
         return d
 
     @staticmethod
     def from_json(d: Json) -> "IoTensor":
-        return IoTensor(d["name"], d["buffer"], TensorSpec.from_json(d), bool(d.get("packed", False)))
+        return IoTensor(d["name"], d["buffer"], TensorSpec.from_json(d), bool(d.get("packed", False)),
+                        bool(d.get("complex", False)))
 
 
 @dataclass

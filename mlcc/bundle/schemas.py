@@ -33,8 +33,12 @@ PACKED_IO_SCHEMA_VERSION = 5
 # 6: some symbol is a run-time count (launches' "counts": NonZero, Unique, NMS, TopK with a run-time k) that the
 #    runtime reads back from a buffer after the launch that writes it; an older reader would never bind it.
 COUNT_SCHEMA_VERSION = 6
+# 7: some input or output is "complex" (its buffer holds real pairs, last dim 2): an older reader would take
+#    and give the pairs as a real array of another shape than the user's.
+COMPLEX_IO_SCHEMA_VERSION = 7
 SUPPORTED_SCHEMAS = (SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION,
-                     UNBOUNDED_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, COUNT_SCHEMA_VERSION)  # what the runtime reads
+                     UNBOUNDED_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION, COUNT_SCHEMA_VERSION,
+                     COMPLEX_IO_SCHEMA_VERSION)  # what the runtime reads
 INTENT_SCHEMA_VERSION = 1
 
 

@@ -473,6 +473,10 @@ class Module:
     # the logical shape; the root's operand is then the u8 bytes. Inputs say so on their parameter
     # (attributes packed=DTYPE, packed_dims={...}).
     packed_outputs: dict[int, Shape] = field(default_factory=dict)
+    # Outputs the user sees as complex (a StableHLO complex<f32>/complex<f64> result): the root's operand is
+    # the real pairs, f32[..., 2] (f64), numpy's ``x[..., None].view(np.float32)``. A complex input is a
+    # parameter of that form with attribute complex=true.
+    complex_outputs: set[int] = field(default_factory=set)
 
     @property
     def is_scheduled(self) -> bool:

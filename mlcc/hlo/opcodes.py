@@ -113,7 +113,7 @@ _MORE = {  # flags of a unary or binary op beyond _EW
 
 _TABLE: list[OpInfo] = [
     # structural
-    OpInfo("parameter", 0, "structural", ("index",), ("name", "packed", "packed_dims"), flags=_NO_KERNEL),
+    OpInfo("parameter", 0, "structural", ("index",), ("name", "packed", "packed_dims", "complex"), flags=_NO_KERNEL),
     OpInfo("constant", 0, "structural", (), ("value", "splat", "ref"), flags=_NO_KERNEL),
     OpInfo("tuple", VARIADIC, "structural", flags=_NO_KERNEL),
     OpInfo("get-tuple-element", 1, "structural", ("index",), flags=_NO_KERNEL),

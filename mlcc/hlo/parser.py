@@ -284,6 +284,8 @@ class _Parser:
                         raise self.lx.error(f"packed output '{v}' has a dim that is not a size", tok) from None
                     layout = tuple(int(d) for d in m.group(4).split(",") if d) if m.group(4) is not None else None
                     module.packed_outputs[int(m.group(1))] = Shape(m.group(2), dims, layout)
+            elif key == "complex_outputs":
+                module.complex_outputs = {int(v) for v in (val if isinstance(val, tuple) else (val,))}
             else:
                 raise self.lx.error(f"unknown module attribute '{key}'", tok)
         while self.lx.peek()[0] != "eof":

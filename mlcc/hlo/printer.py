@@ -71,6 +71,8 @@ def format_module(module: Module) -> str:
         header += f", output_names={format_value(list(module.output_names))}"
     if module.packed_outputs:
         header += f", packed_outputs={format_value([f'{i}:{s}' for i, s in sorted(module.packed_outputs.items())])}"
+    if module.complex_outputs:
+        header += ", complex_outputs={" + ",".join(str(i) for i in sorted(module.complex_outputs)) + "}"
     if module.symbols:
         header += ", symbols={" + ", ".join(f"{k}={{{lo},{hi}}}" for k, (lo, hi) in sorted(module.symbols.items())) + "}"
     if module.unbounded:

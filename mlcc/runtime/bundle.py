@@ -22,7 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mlcc.bundle.dtypes import as_dtype, numpy_dtype, pack, packed_bytes, torch_dtype, unpack
+from mlcc.bundle.dtypes import (COMPLEX_NAMES, as_dtype, complex_pairs, from_complex_pairs, numpy_dtype, pack,
+                                packed_bytes, torch_dtype, unpack)
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.layout import from_physical, to_physical
 from mlcc.bundle.manifest import Count, KernelEntry, Launch, Manifest
@@ -216,8 +217,12 @@ class Executable:
         extra = [n for n in inputs if n not in spec]
         if missing or extra:
             raise BundleError(f"inputs do not match the bundle: missing {missing}, unexpected {extra}")
+        complex_inputs = {i.name for i in self.records.inputs if i.complex}
         out = {}
         for name, s in spec.items():
+            if name in complex_inputs:  # given complex, passed as its real pairs (a view where it is contiguous)
+                out[name] = self._complex_input(name, inputs[name], s)
+                continue
             arr = as_dtype(inputs[name], s.numpy_dtype)  # bf16 read from an .npz comes back as |V2
             want = numpy_dtype(s.numpy_dtype)
             if arr.dtype != want:
@@ -228,6 +233,19 @@ class Executable:
                 raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s.shape}")
             out[name] = arr
         return out
+
+    @staticmethod
+    def _complex_input(name: str, value: Any, s: Any) -> np.ndarray:
+        """A complex input (manifest ``"complex": true``) as the real pairs its buffer holds."""
+        arr = np.asarray(value)
+        want = np.dtype(COMPLEX_NAMES[s.numpy_dtype])
+        if arr.dtype != want:
+            if not np.can_cast(arr.dtype, want, casting="same_kind"):
+                raise BundleError(f"input '{name}': dtype {arr.dtype}, the bundle expects {want}")
+            arr = arr.astype(want)
+        if arr.ndim != len(s.shape) - 1:
+            raise BundleError(f"input '{name}': shape {list(arr.shape)}, the bundle expects {s.shape[:-1]} ({want})")
+        return complex_pairs(arr)
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Outputs for ``inputs``. Under a budget each run is one more call of the engine's workload."""
@@ -285,6 +303,8 @@ class Executable:
                 flat = unpack(flat, s.spec.numpy_dtype, n) if s.packed else flat[:n]
                 # (np.ascontiguousarray would turn a rank-0 result into shape (1,))
                 result[s.name] = np.array(from_physical(flat, out_dims[s.name], s.spec.layout), order="C")
+                if s.complex:  # its real pairs, given back as the complex array (a view)
+                    result[s.name] = from_complex_pairs(result[s.name])
         return result
 
     def _count(self, c: Count, buffer: Any) -> int:

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional
 
 import numpy as np
 
+from mlcc.bundle.dtypes import complex_input
 from mlcc.bundle.errors import BundleError
 from mlcc.bundle.memory import BudgetSpecError, largest_sizes
 from mlcc.bundle.sizes import eval_size
@@ -135,7 +136,9 @@ def random_inputs(session: Session, model: str, seed: int = 0) -> dict[str, np.n
             continue
         shape = [eval_size(d, env) for d in s.spec.shape]
         dtype = np.dtype(s.spec.numpy_dtype) if s.spec.numpy_dtype != "bfloat16" else np.dtype(np.float32)
-        if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+        if s.complex:  # a complex input: normal real and imaginary parts (its buffer's shape ends in the pair)
+            out[s.name] = complex_input(rng, shape[:-1], s.spec.numpy_dtype)
+        elif np.issubdtype(dtype, np.integer) or dtype == np.bool_:
             out[s.name] = rng.integers(0, 8, shape).astype(dtype)
         else:
             out[s.name] = rng.standard_normal(shape).astype(dtype)

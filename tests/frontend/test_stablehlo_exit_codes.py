@@ -56,7 +56,7 @@ def test_corpus_covers_every_family():
         assert any(n.startswith(family) for n in names), family
 
 
-@pytest.mark.parametrize("path,code", [(CORPUS / "unsupported" / "complex_op.mlir", 69),
+@pytest.mark.parametrize("path,code", [(CORPUS / "unsupported" / "complex_maximum.mlir", 69),
                                        (CORPUS / "invalid" / "result_type_mismatch.mlir", 65)],
                          ids=["unsupported", "invalid"])
 def test_cli_says_one_line_and_exits_with_the_code(path, code, tmp_path):
@@ -85,9 +85,9 @@ def test_an_op_continues_over_lines_until_the_next_op():
             "  %0 = stablehlo.dynamic_pad %a, %p, %l,\n"
             "         %l, %l\n"
             "         : (tensor<4xf32>, tensor<f32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<?xf32>\n"
-            "  %1, %2 = \"stablehlo.rng_bit_generator\"(%a) : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)\n"
+            "  %1, %2 = \"stablehlo.all_gather\"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)\n"
             "  return %a : tensor<4xf32>\n}\n")
     with pytest.raises(MlccError) as info:
         import_stablehlo(text)
     assert info.value.exit_code == 69
-    assert "stablehlo.dynamic_pad (line 2)" in str(info.value) and "stablehlo.rng_bit_generator (line 5)" in str(info.value)
+    assert "stablehlo.dynamic_pad (line 2)" in str(info.value) and "stablehlo.all_gather (line 5)" in str(info.value)

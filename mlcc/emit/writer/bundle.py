@@ -22,6 +22,7 @@ from mlcc.bundle.manifest import (ArenaBuffer, Binary as BinaryEntry, BufferInfo
                                   WeightTensor)
 from mlcc.bundle.schemas import (COUNT_SCHEMA_VERSION, OWN_GRID_SCHEMA_VERSION, PACKED_IO_SCHEMA_VERSION,
                                  SCHEMA_VERSION, SYMBOLIC_SCHEMA_VERSION, UNBOUNDED_SCHEMA_VERSION, dumps, validate)
+from mlcc.bundle.schemas import COMPLEX_IO_SCHEMA_VERSION
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig
 from mlcc.emit.codegen.loop import INT32_SAFE
 from mlcc.emit.target.aot import Binary
@@ -46,7 +47,7 @@ def input_entry(p: Instruction) -> IoTensor:
     if "packed" in p.attrs:
         values = Shape(p.attrs["packed"], p.attrs["packed_dims"])
         return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(values), True)
-    return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape))
+    return IoTensor(p.attrs.get("name", p.name), p.name, tensor_spec(p.shape), complex=bool(p.attrs.get("complex")))
 
 
 def config_entry(config: LaunchConfig) -> ConfigEntry:
@@ -186,7 +187,7 @@ def write_bundle(out: Path, *, module: Module, plan: BufferPlan, kernels: dict[s
         model=model_info, build=build_info, targets=[t.name for t in targets],
         inputs=[input_entry(p) for p in entry.parameters()],
         outputs=[IoTensor(n, plan.value_buffer[o.name], tensor_spec(module.packed_outputs.get(i, o.shape)),
-                          i in module.packed_outputs)
+                          i in module.packed_outputs, i in module.complex_outputs)
                  for i, (n, o) in enumerate(zip(module.output_names, entry.root.operands))],
         kernels=kernel_entries,
         schedule=schedule,
@@ -322,8 +323,11 @@ def present_to_past(module: Module, plan: BufferPlan) -> dict[str, str]:
 def _schema_version(kernels: dict[str, Kernel], targets: list[Target], module: Module,
                     schedule: list[Launch]) -> int:
     """The highest version the bundle's features need (mlcc/bundle/schemas.py says what each asks of a reader):
-    6 when a launch counts a data-dependent dim, 5 with packed inputs or outputs, 4 with a symbol that has no
-    upper end, 3 with symbolic sizes, 2 where some binary needs a grid other than the schedule's, else 1."""
+    7 with complex inputs or outputs, 6 when a launch counts a data-dependent dim, 5 with packed inputs or
+    outputs, 4 with a symbol that has no upper end, 3 with symbolic sizes, 2 where some binary needs a grid
+    other than the schedule's, else 1."""
+    if module.complex_outputs or any(p.attrs.get("complex") for p in module.entry.parameters()):
+        return COMPLEX_IO_SCHEMA_VERSION
     if any(launch.counts for launch in schedule):
         return COUNT_SCHEMA_VERSION
     if module.packed_outputs or any("packed" in p.attrs for p in module.entry.parameters()):

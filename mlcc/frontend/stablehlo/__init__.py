@@ -52,13 +52,13 @@ def parse_stablehlo(source: str | bytes | os.PathLike):
     return Parser(text, filename).parse_module()
 
 
-def import_stablehlo(path_or_text: str | bytes | os.PathLike, *, name: str | None = None,
-                     complex_io: bool = False) -> Module:
+def import_stablehlo(path_or_text: str | bytes | os.PathLike, *, name: str | None = None) -> Module:
     """Import a StableHLO module: a path, MLIR text, or the bytes of a file (text or bytecode).
 
-    Complex values inside the program become pairs of real values. A complex argument or result is refused
-    (exit 69 naming it) unless complex_io: then it is a real tensor with a last dim of 2, the real and
-    imaginary parts (numpy: ``x[..., None].view(x.real.dtype)``; back: ``y[..., 0] + 1j * y[..., 1]``)."""
+    Complex values inside the program become pairs of real values. A complex argument or result of the entry
+    is a real tensor with a last dim of 2, the real and imaginary parts (numpy: ``x[..., None].view(x.real.dtype)``;
+    back: ``y[..., 0] + 1j * y[..., 1]``), marked as complex (a parameter's complex=true, the module's
+    complex_outputs): the evaluator and a bundle take and give them as complex arrays."""
     text, filename, stem = _read(path_or_text)
     parsed = Parser(text, filename).parse_module()
-    return import_module(parsed, name or parsed.name or stem, complex_io=complex_io)
+    return import_module(parsed, name or parsed.name or stem)

@@ -45,7 +45,7 @@ LIFTABLE = frozenset(f"stablehlo.{n}" for n in """
 abs add and atan2 bitcast_convert cbrt ceil clamp compare constant convert cosine divide exponential
 exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt power
 remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
-sign sine sqrt subtract tan tanh xor""".split())
+sign sine sqrt subtract tan tanh xor real imag complex""".split())
 # ops whose complex form is their real form applied to the real parts and to the imaginary parts
 # (an op with a body only when the body adds or passes values through: see _componentwise_body)
 COMPONENTWISE = frozenset(f"stablehlo.{n}" for n in """
@@ -370,10 +370,11 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
 
 
 def _complex_parameter(cx: Context, name: str, t: TensorType) -> Complex:
-    """A complex argument as a real one with a last dim of 2 (real, imaginary): numpy's complex array x as
-    ``x[..., None].view(x.real.dtype)``."""
+    """A complex argument as a real one with a last dim of 2 (real, imaginary), marked complex=true: numpy's
+    complex array x as ``x[..., None].view(x.real.dtype)``, which the bundle's user passes as x itself."""
     dims = tuple(int(d) for d in t.dims)  # type: ignore[arg-type]
     pairs = cx.b.parameter(name, Shape(t.complex_part, dims + (2,)))  # type: ignore[arg-type]
+    pairs.attrs["complex"] = True
     zeros, limit, ones = (0,) * len(dims), dims, (1,) * (len(dims) + 1)
     re, im = (cx.b.reshape(cx.b.op("slice", [pairs], start_indices=zeros + (k,), limit_indices=limit + (k + 1,),
                                    strides=ones), dims) for k in (0, 1))
@@ -385,9 +386,10 @@ def _complex_output(cx: Context, value: Complex) -> Instruction:
     return cx.b.op("concatenate", [cx.b.reshape(p, dims + (1,)) for p in value], dimension=len(dims))
 
 
-def import_module(parsed: ParsedModule, name: str | None = None, *, complex_io: bool = False) -> Module:
-    """complex_io: complex arguments and results become real ones with a last dim of 2 (the real and imaginary
-    parts); without it they are refused (a bundle's inputs and outputs are real)."""
+def import_module(parsed: ParsedModule, name: str | None = None) -> Module:
+    """Complex arguments and results of the entry become real ones with a last dim of 2 (the real and imaginary
+    parts): parameters with complex=true and outputs in ``module.complex_outputs``, which a bundle takes and
+    gives as complex arrays (README "The bundle")."""
     flatten_tuples(parsed)
     entry = entry_function(parsed)
     problems = unsupported_ops(parsed, entry)
@@ -400,28 +402,13 @@ def import_module(parsed: ParsedModule, name: str | None = None, *, complex_io: 
         if not isinstance(t, TensorType) or (t.dtype is None and t.complex_part is None) or None in t.dims:
             raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} has unsupported type {t}",
                                             file=parsed.filename, line=entry.line, col=entry.col)
-        if t.complex_part is not None and not complex_io:
-            raise StableHLOUnsupportedError(f"argument {i} of @{entry.name} (arg{i}) is {t}: complex inputs "
-                                            "and outputs are not supported in a bundle (pass the real and "
-                                            "imaginary parts as two real tensors)",
-                                            file=parsed.filename, line=entry.line, col=entry.col)
         params.append(_complex_parameter(cx, f"arg{i}", t) if t.complex_part is not None
                       else cx.b.parameter(f"arg{i}", Shape(t.dtype, t.dims)))
-    for i, t in enumerate(entry.result_types):
-        if is_complex_type(t) and not complex_io:
-            raise StableHLOUnsupportedError(f"result {i} of @{entry.name} (out{i}) is complex ({t}): complex inputs "
-                                            "and outputs are not supported in a bundle (return the real and "
-                                            "imaginary parts as two real tensors)",
-                                            file=parsed.filename, line=entry.line, col=entry.col)
     outputs = cx.import_function(entry, params)
-    for i, out in enumerate(outputs):
-        if isinstance(out, Complex) and not complex_io:
-            raise StableHLOUnsupportedError(f"result {i} of @{entry.name} (out{i}) is complex: complex inputs "
-                                            "and outputs are not supported in a bundle (return the real and "
-                                            "imaginary parts as two real tensors)",
-                                            file=parsed.filename, line=entry.line, col=entry.col)
+    complex_outputs = {i for i, o in enumerate(outputs) if isinstance(o, Complex)}
     outputs = [_complex_output(cx, o) if isinstance(o, Complex) else o for o in outputs]
     module = cx.b.finish(outputs, [f"out{i}" for i in range(len(outputs))])
+    module.complex_outputs = complex_outputs
     _drop_unused_constants(module)
     return module
 

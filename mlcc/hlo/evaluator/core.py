@@ -14,6 +14,7 @@ import numpy as np
 
 from mlcc.hlo import symbolic
 from mlcc.hlo.evaluator import narrow
+from mlcc.bundle.dtypes import complex_pairs, from_complex_pairs
 from mlcc.hlo.dtypes import numpy_dtype, pack_bits, unpack_bits
 from mlcc.hlo.symbolic import NAME
 from mlcc.hlo.ir import DTYPE_BITS, Computation, Instruction, Module, Shape
@@ -89,7 +90,9 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
     ``symbols`` gives symbolic dims their values (``{"seq": 7}``); the arguments must agree with them.
     Packed inputs and outputs (a parameter with ``packed=``, ``module.packed_outputs``) are values as a
     bundle's user sees them: an input given as values of its type is packed here (its bytes are taken as
-    they are), and an output is unpacked to its values.
+    they are), and an output is unpacked to its values. So are complex ones (``complex=true``,
+    ``module.complex_outputs``): an input given as a complex array is taken as its real pairs, and an output
+    is given back complex.
     """
     positional = list(inputs.values())
     args = []
@@ -101,6 +104,8 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
             value = inputs[name]
             if "packed" in p.attrs and np.asarray(value).dtype == numpy_dtype(p.attrs["packed"]):
                 value = pack_bits(np.asarray(value), DTYPE_BITS[p.attrs["packed"]])
+            if p.attrs.get("complex") and np.iscomplexobj(value):
+                value = complex_pairs(np.asarray(value))
             args.append(value)
         else:
             index = p.attrs["index"]
@@ -115,6 +120,8 @@ def evaluate(module: Module, inputs: Mapping[str, np.ndarray],
     outputs = tuple(unpack_bits(v, module.packed_outputs[i].dtype, DTYPE_BITS[module.packed_outputs[i].dtype],
                                 module.packed_outputs[i].numel()).reshape(module.packed_outputs[i].dims)
                     if i in module.packed_outputs else v for i, v in enumerate(outputs))
+    outputs = tuple(from_complex_pairs(np.asarray(v)) if i in module.complex_outputs else v
+                    for i, v in enumerate(outputs))
     return {name: np.array(value, copy=True) for name, value in zip(names, outputs)}
 
 

@@ -1,8 +1,8 @@
 """Complex element types (complex<f32>, complex<f64>) and stablehlo.fft against numpy (np.fft, complex128
 arithmetic on the same inputs), through the evaluator and through the generated kernels; the spec's examples.
 
-Complex arguments and results are real tensors with a last dim of 2 under import_stablehlo(complex_io=True);
-a bundle refuses them (exit 69 naming the tensor), so the kernel tests pass and return the real parts.
+Complex arguments and results of @main are real tensors with a last dim of 2 in the IR (marked complex): the
+evaluator and a bundle take and give them as complex arrays (tests/frontend/stablehlo/test_complex_io.py).
 """
 
 from __future__ import annotations
@@ -32,16 +32,14 @@ def program(args, results, body: str) -> str:
     return f"module @m {{\n  func.func public @main({params}) -> ({outs}) {{\n{body}\n  }}\n}}\n"
 
 
-def pairs(x: np.ndarray) -> np.ndarray:
-    return np.array(x)[..., None].view(PART[x.dtype]) if x.dtype.kind == "c" else x
-
-
 def evaluate_text(text: str, inputs, complex_out) -> list[np.ndarray]:
-    module = import_stablehlo(text, complex_io=True)
+    """The evaluator takes complex arguments and gives complex results as complex arrays."""
+    module = import_stablehlo(text)
     verify_module(module)
-    out = evaluate(module, {f"arg{i}": pairs(x) for i, x in enumerate(inputs)})
+    out = evaluate(module, {f"arg{i}": x for i, x in enumerate(inputs)})
     got = [out[n] for n in module.output_names]
-    return [g[..., 0] + 1j * g[..., 1].astype(np.complex128) if c else g for g, c in zip(got, complex_out)]
+    assert [g.dtype.kind == "c" for g in got] == [bool(c) for c in complex_out]
+    return got
 
 
 def tolerance(dtype) -> dict:
@@ -380,26 +378,6 @@ def test_complex_program_on_sim_sm_90(tmp_path):
         np.testing.assert_allclose(got[f"out{k}"], w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
-@pytest.mark.parametrize("where, message", [
-    ("arg", r"argument 0 of @main \(arg0\) is tensor<2xcomplex<f32>>: complex inputs and outputs are not "
-            r"supported in a bundle"),
-    ("out", r"result 0 of @main \(out0\) is complex"),
-])
-def test_a_bundle_refuses_complex_inputs_and_outputs(tmp_path, where, message):
-    c, f = tensor((2,), np.complex64), tensor((2,), np.float32)
-    if where == "arg":
-        text = (f"func.func @main(%arg0: {c}) -> {f} {{\n  %0 = stablehlo.real %arg0 : ({c}) -> {f}\n"
-                f"  return %0 : {f}\n}}\n")
-    else:
-        text = (f"func.func @main(%arg0: {f}) -> {c} {{\n  %0 = stablehlo.complex %arg0, %arg0 : {c}\n"
-                f"  return %0 : {c}\n}}\n")
-    (tmp_path / "p.mlir").write_text(text)
-    with pytest.raises(StableHLOUnsupportedError, match=message) as info:
-        mlcc.compile(tmp_path / "p.mlir", tmp_path / "b", targets=[])
-    assert info.value.exit_code == 69
-    assert "p.mlir" in str(info.value)
-
-
 def test_a_complex_literal_for_a_real_type_is_a_parse_error():
     text = "func.func @main() -> tensor<f32> {\n  %0 = stablehlo.constant dense<(1.0, 2.0)> : tensor<f32>\n" \
            "  return %0 : tensor<f32>\n}\n"
@@ -411,7 +389,7 @@ def test_ops_without_a_complex_form_are_refused_by_name():
     t = tensor((3,), np.complex64)
     text = f"func.func @main(%arg0: {t}) -> {t} {{\n  %0 = stablehlo.maximum %arg0, %arg0 : {t}\n  return %0 : {t}\n}}\n"
     with pytest.raises(StableHLOUnsupportedError, match="stablehlo.maximum: this op on complex values is not supported"):
-        import_stablehlo(text, complex_io=True)
+        import_stablehlo(text)
 
 
 @pytest.mark.parametrize("dtype", COMPLEX)

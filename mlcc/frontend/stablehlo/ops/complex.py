@@ -16,6 +16,7 @@ import numpy as np
 from mlcc.frontend.stablehlo.importer import Complex, Context, complex_op, is_complex_type, stablehlo_op
 from mlcc.frontend.stablehlo.ops.contraction import import_dot, import_dot_general
 from mlcc.frontend.stablehlo.ops.data import int_tuple
+from mlcc.frontend.stablehlo.ops.elementwise import total_order_key
 from mlcc.frontend.stablehlo.ops.reduction import body_kinds, import_reduce
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction
@@ -223,10 +224,18 @@ def import_binary(cx: Context, op: Op, args: list[Any]) -> Any:
 def import_compare(cx: Context, op: Op, args: list[Any]) -> Any:
     x, y = _complex_args(cx, op, args)
     direction = op.attrs.get("comparison_direction")
-    if direction not in ("EQ", "NE"):
-        raise cx.error(op, f"complex values compare only EQ or NE, not {direction}")
-    re, im = (cx.b.op("compare", [p, q], direction=direction) for p, q in zip(x, y))
-    return cx.b.op("and" if direction == "EQ" else "or", [re, im])
+    if direction not in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+        raise cx.error(op, f"unknown comparison direction {direction}")
+    if op.attrs.get("compare_type") == "TOTALORDER":  # each part by its total order (NaN, -0 included)
+        x, y = Complex(*(total_order_key(cx, p) for p in x)), Complex(*(total_order_key(cx, p) for p in y))
+    if direction in ("EQ", "NE"):
+        re, im = (cx.b.op("compare", [p, q], direction=direction) for p, q in zip(x, y))
+        return cx.b.op("and" if direction == "EQ" else "or", [re, im])
+    # the spec's order of complex values: lexicographic on (real, imaginary)
+    strict = {"LE": "LT", "GE": "GT"}.get(direction, direction)
+    first = _cmp(cx, x.re, y.re, strict)
+    tie = cx.b.op("and", [_cmp(cx, x.re, y.re, "EQ"), _cmp(cx, x.im, y.im, direction)])
+    return cx.b.op("or", [first, tie])
 
 
 # ---------------------------------------------------------------- making and taking apart

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlcc.frontend.stablehlo import fold
-from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
 from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.ir import Instruction
 
@@ -23,11 +23,13 @@ def import_call(cx: Context, op: Op, args: list[Instruction]) -> Results:
     return cx.call(op, op.attrs.get("callee"), args)
 
 
+@complex_op("stablehlo.composite")
 @stablehlo_op("stablehlo.composite")
 def import_composite(cx: Context, op: Op, args: list[Instruction]) -> Results:
     return cx.call(op, op.attrs.get("decomposition"), args)
 
 
+@complex_op("stablehlo.while")  # a complex carry: its parts, Complex(re, im), through the unrolled trips
 @stablehlo_op("stablehlo.while")
 def import_while(cx: Context, op: Op, args: list[Instruction]) -> Results:
     """Unroll a loop whose condition is known at import time on every trip (a fori_loop over constants)."""
@@ -77,6 +79,7 @@ def _condition(cx: Context, block: Block, carried: list[Instruction]) -> bool | 
     return None
 
 
+@complex_op("stablehlo.if")  # complex results: each part selected
 @stablehlo_op("stablehlo.if")
 def import_if(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if len(op.regions) != 2:
@@ -86,9 +89,10 @@ def import_if(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if known is not None:
         return cx.import_region(op.regions[0] if bool(known.reshape(())) else op.regions[1], [])
     on_true, on_false = (cx.import_region(r, []) for r in op.regions)
-    return [_select(cx, pred, t, f) for t, f in zip(on_true, on_false)]
+    return [_select(cx, op, pred, t, f) for t, f in zip(on_true, on_false)]
 
 
+@complex_op("stablehlo.case")
 @stablehlo_op("stablehlo.case")
 def import_case(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if not op.regions:
@@ -103,13 +107,18 @@ def import_case(cx: Context, op: Op, args: list[Instruction]) -> Results:
     results = branches[-1]
     for i in reversed(range(n - 1)):
         here = cx.b.op("compare", [index, cx.scalar(i, index.shape.dtype)], direction="EQ")
-        results = [_select(cx, here, a, b) for a, b in zip(branches[i], results)]
+        results = [_select(cx, op, here, a, b) for a, b in zip(branches[i], results)]
     return results
 
 
-def _select(cx: Context, pred: Instruction, a: Instruction, b: Instruction) -> Instruction:
+def _select(cx: Context, op: Op, pred: Instruction, a: Instruction | Complex,
+            b: Instruction | Complex) -> Instruction | Complex:
     if a is b:
         return a
+    if isinstance(a, Complex) and isinstance(b, Complex):
+        return Complex(*(_select(cx, op, pred, p, q) for p, q in zip(a, b)))
+    if isinstance(a, Complex) or isinstance(b, Complex):
+        raise cx.error(op, "its branches return a complex and a real value for one result")
     if a.shape.rank:
         pred = cx.b.broadcast_to(pred, a.shape.dims)
     return cx.b.op("select", [pred, a, b])

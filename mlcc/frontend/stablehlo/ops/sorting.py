@@ -17,9 +17,9 @@ first k places inverted.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
-from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
 from mlcc.frontend.stablehlo.ops.elementwise import total_order_key
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
@@ -116,6 +116,43 @@ def import_sort(cx: Context, op: Op, args: list[Instruction]) -> Results:
 
     perm = sort_rows(cx, op, moved, goes_before)
     return [_moved_back(cx, read_through(cx, m, perm), dim) for m in moved]
+
+
+@complex_op("stablehlo.sort")
+def import_complex_sort(cx: Context, op: Op, args: list[Any]) -> Results:
+    """A sort with complex operands: each part moved with the permutation, the comparator given Complex values
+    (its compare orders them lexicographically on (real, imaginary), as the spec says)."""
+    if not op.regions:
+        raise cx.error(op, "sort needs a comparator region")
+    first = args[0].re if isinstance(args[0], Complex) else args[0]
+    rank = first.shape.rank
+    dim = int(op.attrs.get("dimension", -1))
+    dim = dim + rank if dim < 0 else dim
+    if not 0 <= dim < max(rank, 1):
+        raise cx.error(op, f"dimension {dim} is out of range for rank {rank}")
+    if rank == 0 or int(first.shape.dims[dim]) <= 1:
+        return list(args)
+    parts = [list(a) if isinstance(a, Complex) else [a] for a in args]
+    flat = [_moved_last(cx, p, dim) for ps in parts for p in ps]
+
+    def grouped(values: list) -> list:
+        out, k = [], 0
+        for ps in parts:
+            out.append(Complex(values[k], values[k + 1]) if len(ps) == 2 else values[k])
+            k += len(ps)
+        return out
+
+    def goes_before(this: list, other: list) -> Instruction:
+        pairs = [x for pair in zip(grouped(other), grouped(this)) for x in pair]
+        (less,) = cx.import_lifted(op.regions[0], pairs, other[0].shape.dims)
+        if isinstance(less, Complex) or less.shape.dtype != "pred":
+            raise cx.error(op, "the comparator must return a tensor<i1>")
+        if less.shape.rank == 0:
+            less = cx.b.broadcast_to(less, other[0].shape.dims)
+        return less
+
+    perm = sort_rows(cx, op, flat, goes_before)
+    return grouped([_moved_back(cx, read_through(cx, m, perm), dim) for m in flat])
 
 
 # ---------------------------------------------------------------- top_k
