@@ -179,15 +179,30 @@ class B2bFusion(Pass):
                 continue
             producer, views, why = found
             if why is None:
+                stale = _edge_prefixes(inst, producer, views)
                 merged = _merge(module, comp, inst, producer, views)
                 if merged is None:
                     why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
-                else:
+                else:  # Fusion's word on the edge into the second dot (read from memory as it is) is moot now
+                    module.analyses.fusion_explanations = [
+                        line for line in module.analyses.fusion_explanations if not line.startswith(stale)]
                     changed = True
                     continue
             notes.append(f"%{producer.name} -> %{inst.name}: not fused back to back (b2b): {why}")
         module.analyses.fusion_explanations = list(module.analyses.fusion_explanations) + notes
         return changed
+
+
+def _edge_prefixes(consumer: Instruction, producer: Instruction, views: list[Instruction]) -> tuple[str, ...]:
+    """How Fusion's explanations of the edge into the second dot begin: the dot's lhs as it was in the entry
+    (the first fusion's root or a view of it, by the names fusion bodies keep) -> the dot."""
+    (dot2,) = _dots(consumer)
+    names = [producer.called.root.name if producer.opcode == "fusion" else producer.name, *(v.name for v in views)]
+    x = dot2.operands[0]
+    while x.opcode == "bitcast":
+        names.append(x.name)
+        x = x.operands[0]
+    return tuple(f"%{n} -> %{dot2.name}:" for n in names)
 
 
 def _merge(module: Module, comp: Computation, consumer: Instruction, producer: Instruction,

@@ -47,8 +47,12 @@ def fused(text: str) -> tuple[Module, bool]:
 
 
 def test_an_ffn_becomes_one_b2b_fusion_and_its_intermediate_is_not_stored():
+    alone = load(ffn(16))
+    Fusion().run(alone)
+    assert any(n.startswith("%g -> %d2:") for n in alone.analyses.fusion_explanations)  # fusion leaves the edge
     module, changed = fused(ffn(16))
     assert changed
+    assert not any("-> %d2:" in n for n in module.analyses.fusion_explanations)  # and it is fused now
     assert format_module(module) == canonical("""
       HloModule m
 
