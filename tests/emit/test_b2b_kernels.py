@@ -44,7 +44,7 @@ DOTS = "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_cont
 
 
 def ffn(t: str, m: int, k: int, h: int, n: int, w1_layout: str = "1,0") -> str:
-    """x [m,k] @ w1 [k,h] + b1 -> gelu -> @ w2 [h,n] + b2 + x[:, :n] residual (n <= k), stored transposed."""
+    """x [m,k] @ w1 [k,h] + b1 -> gelu -> @ w2 [h,n] + b2 + a residual [m,n], stored transposed."""
     return f"""
 %fused {{
   %p0 = {t}[{m},{k}]{{1,0}} parameter(0)
@@ -76,12 +76,14 @@ ENTRY %main {{
 
 @pytest.mark.parametrize("gpu_tiles", [False, True])
 def test_ffn_bias_gelu_bias_residual_in_several_chunks_and_column_tiles(gpu_tiles):
-    # h = 200: the GPU's chunks of 64 (or less) leave a partial last one; n = 70: two tiles of dot2's columns,
-    # each program recomputing its rows' intermediate; 37 rows: a partial row tile; w1 stored column-major
-    inst = fusion(ffn("f32", 37, 40, 200, 70, w1_layout="0,1"))
+    # h = 200: the GPU's chunks of 64 (or less) leave a partial last one; n = 300: two tiles of dot2's columns
+    # (at most 256 a program), each program recomputing its rows' intermediate; 37 rows: a partial row tile;
+    # w1 stored column-major
+    inst = fusion(ffn("f32", 37, 40, 200, 300, w1_layout="0,1"))
     kernel = lower(inst, "k")
     c = kernel.gpu.constexprs
-    assert c["BLOCK_H"] < 200 and c["BLOCK_N"] < 70 and kernel.gpu.grid[0] == cdiv(37, c["BLOCK_M"]) * cdiv(70, c["BLOCK_N"])
+    assert c["BLOCK_H"] < 200 and c["BLOCK_N"] < 300
+    assert kernel.gpu.grid[0] == cdiv(37, c["BLOCK_M"]) * cdiv(300, c["BLOCK_N"]) > cdiv(37, c["BLOCK_M"])
     check(inst, gpu_tiles)
 
 

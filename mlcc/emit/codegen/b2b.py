@@ -6,9 +6,9 @@ lhs for a gated MLP), an elementwise epilogue on its result h, dot2 of h and a w
 h's N1 columns BLOCK_H at a time: the chunk's dot1 K loop, its epilogue over the [BLOCK_M, BLOCK_H] chunk,
 and the chunk times the matching BLOCK_H rows of dot2's weight added into dot2's accumulator. So h never
 reaches memory and the tiles stay small: dot1's weight in [BLOCK_K, BLOCK_H] tiles, dot2's in [BLOCK_H,
-BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has 64 KiB of LDS). With more
-than one tile of dot2's columns each program recomputes its rows' h (BLOCK_N spans N2 whenever N2 is at
-most B2B_MAX_N, and always when dot2's epilogue normalizes rows).
+BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has 64 KiB of LDS). BLOCK_N
+spans N2 when N2 is at most B2B_MAX_N and the shared memory allows (always when dot2's epilogue normalizes
+rows); with more than one tile of dot2's columns each program recomputes its rows' h.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mlcc.hlo.opcodes import ops_with
 
 ROW_NORMS = ops_with("row_norm")
 MIN_TILE = 16                  # tl.dot needs every tile dim >= 16
-B2B_MAX_N = 64                 # dot2's columns a GPU program spans (unless its epilogue normalizes rows)
+B2B_MAX_N = 256                # dot2's columns a GPU program spans at most (all of a normalized row)
 GPU_SHARED_BYTES = 48 * 1024   # the tiles' shared memory on a GPU: under gfx942's 64 KiB of LDS
 
 
@@ -85,9 +85,14 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
         bh = clamp_pow2(h, MIN_TILE, 64)
         size = DTYPE_BYTES[dtype]
         weights = 2 if gated else 1
-        while bh > MIN_TILE and (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size > GPU_SHARED_BYTES:
+
+        def shared() -> int:
+            return (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size
+        while bh > MIN_TILE and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
             bh //= 2
-        if (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size > GPU_SHARED_BYTES:
+        while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
+            bn //= 2
+        if shared() > GPU_SHARED_BYTES:
             stages = 1
     constexprs = {"BLOCK_M": bm, "BLOCK_H": bh, "BLOCK_N": bn, "BLOCK_K": bk}
     if dtype == "bf16":
