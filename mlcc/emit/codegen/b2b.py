@@ -27,6 +27,7 @@ ROW_NORMS = ops_with("row_norm")
 MIN_TILE = 16                  # tl.dot needs every tile dim >= 16
 B2B_MAX_N = 256                # dot2's columns a GPU program spans at most (all of a normalized row)
 GPU_SHARED_BYTES = 48 * 1024   # the tiles' shared memory on a GPU: under gfx942's 64 KiB of LDS
+GATED_MAX_N = 128              # a gated MLP holds two chunk accumulators: fewer columns of dot2's keep registers
 
 
 def _below_views(x: Instruction) -> Instruction:
@@ -81,19 +82,21 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
         bm = clamp_pow2(m, MIN_TILE, 32)
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, B2B_MAX_N)
         bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 64)
-        stages = 2
+        stages = 1 if whole_k else 2  # one K step: nothing to pipeline
         bh = clamp_pow2(h, MIN_TILE, 64)
         size = DTYPE_BYTES[dtype]
         weights = 2 if gated else 1
+        if gated and not whole_rows:
+            bn = min(bn, GATED_MAX_N)
 
         def shared() -> int:
             return (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size
         while bh > MIN_TILE and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
             bh //= 2
-        while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
-            bn //= 2
         if shared() > GPU_SHARED_BYTES:
             stages = 1
+        while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
+            bn //= 2
     constexprs = {"BLOCK_M": bm, "BLOCK_H": bh, "BLOCK_N": bn, "BLOCK_K": bk}
     if dtype == "bf16":
         constexprs["DOT_F32"] = int(interpreter)
