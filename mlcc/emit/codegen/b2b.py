@@ -82,7 +82,7 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
         bm = clamp_pow2(m, MIN_TILE, 32)
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, B2B_MAX_N)
         bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 64)
-        stages = 1 if whole_k else 2  # one K step: nothing to pipeline
+        stages = 2
         bh = clamp_pow2(h, MIN_TILE, 64)
         size = DTYPE_BYTES[dtype]
         weights = 2 if gated else 1
