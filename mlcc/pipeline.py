@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlcc.emit.codegen.lower_module import fusion_kinds
-from mlcc.emit.matmul_tiles import split_k_slices
+from mlcc.emit.matmul_tiles import dense_split_k_slices, split_k_slices
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Property
+from mlcc.hlo.passes.b2b_fusion import B2bFusion
 from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding
 from mlcc.hlo.passes.dce import DeadCodeElimination
 from mlcc.hlo.passes.fusion import Fusion
@@ -79,13 +80,13 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
         Phase("recognize", [*recognition(), cleanup(), SinkDynamicScale(), *legalize(), MergeSiblingDots(), DeadCodeElimination()]),
         # then decode-sized dots computing their weight in the K loop are split over K when the tiles say so,
         # in the types precision chose and before layouts are assigned to the slices
-        Phase("precision", [ReducedPrecision(precision), SplitK(split_k_slices)]),
+        Phase("precision", [ReducedPrecision(precision), SplitK(split_k_slices, dense_split_k_slices)]),
         Phase("layouts", [KvCacheAnalysis(), LayoutAssignment(io_layout), TransposeToBitcast(), ReshapeToBitcast(),
                           SinkBitcasts(), DeadCodeElimination()],
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
         # Fusion is an optimization: with it disabled every op is its own kernel, and the decisions are still final.
-        Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), PackArenaValues(),
-                          DeadCodeElimination()], requires=frozenset({LAYOUTS}),
+        Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), B2bFusion(fusion_kinds()),
+                          PackArenaValues(), DeadCodeElimination()], requires=frozenset({LAYOUTS}),
               guarantees=frozenset({FUSED})),
         Phase("schedule", [Schedule()], requires=frozenset({LAYOUTS, FUSED}), guarantees=frozenset({SCHEDULED}),
               essential=frozenset({"schedule"})),

@@ -199,6 +199,23 @@ def split_k_slices(m: int, n: int, k: int, dtype: str) -> int:
     return slices
 
 
+DENSE_SPLIT_K_MIN_K = 1024  # a dense dot (its weight read as stored) is split only over a K this long at least
+
+
+def dense_split_k_slices(m: int, n: int, k: int, dtype: str) -> int:
+    """How many slices of K a decode-sized dense dot (its weight read as it is stored: a CNN's classifier,
+    M = 1) is split into, 1 for none: as split_k_slices, over the output tiles of the dense matmul's own GPU
+    tiles, for float dots whose K is at least DENSE_SPLIT_K_MIN_K (shorter ones finish in a few K steps)."""
+    if m > DECODE_ROWS or k < DENSE_SPLIT_K_MIN_K or dtype not in ("f32",) + HALF:
+        return 1
+    tiles = cdiv(n, matmul_launch(m, n, k, 1, dtype, interpreter=False).constexprs["BLOCK_N"]) * cdiv(m, MIN_DOT_TILE)
+    slices = 1
+    while (slices * 2 <= MAX_SPLIT_K and tiles * slices * 2 <= SPLIT_K_SMS and k % (slices * 2) == 0
+           and k // (slices * 2) >= SPLIT_K_MIN_SLICE):
+        slices *= 2
+    return slices
+
+
 def _fill_device(m: int, n: int, batch: int, bm: int, bn: int, target: Target) -> tuple[int, int]:
     """Halve the larger tile dim (down to 64) while there are fewer programs than SMs: a small product in
     big tiles leaves most of the GPU idle."""

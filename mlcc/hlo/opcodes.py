@@ -190,7 +190,7 @@ UNARY_OPS = frozenset(info.name for info in _TABLE if info.category == "unary")
 BINARY_OPS = frozenset(info.name for info in _TABLE if info.category == "binary")
 COMPARE_DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 REDUCE_KINDS = ("add", "multiply", "maximum", "minimum", "and", "or", "xor")
-FUSION_KINDS = ("loop", "input", "output", "multi_output", "attention")
+FUSION_KINDS = ("loop", "input", "output", "multi_output", "attention", "b2b")
 
 
 def ops_with(flag: str) -> frozenset[str]:

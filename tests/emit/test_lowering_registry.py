@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_fusion_kinds_are_the_registered_lowerings():
-    assert lower_module.fusion_kinds() == {"loop", "input", "output", "attention"}
+    assert lower_module.fusion_kinds() == {"loop", "input", "output", "attention", "b2b"}
     assert lower_module.fusion_kinds() == {k.removeprefix("fusion:") for k in LOWERINGS if k.startswith("fusion:")}
 
 

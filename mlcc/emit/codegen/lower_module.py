@@ -20,7 +20,7 @@ from typing import Sequence
 
 # Importing the lowering modules registers their lowerings in LOWERINGS: a plain import, so a module
 # missing or misnamed here fails when this module loads instead of its fusion kind silently vanishing.
-from mlcc.emit.codegen import attention, contraction, dynamic, loop, normalization, pooling, reduction
+from mlcc.emit.codegen import attention, b2b, contraction, dynamic, loop, normalization, pooling, reduction
 from mlcc.emit.codegen.indexing import PlannedRanges, Ranges
 from mlcc.emit.codegen.kernel import LOWERINGS, Kernel, lower, lowering_key
 from mlcc.emit.target.targets import Target
@@ -32,7 +32,7 @@ from mlcc.hlo.ir import Instruction, Module
 from mlcc.hlo.symbolic import SymbolicError, sound_ranges, symbols_of
 from mlcc.names import sanitize_identifier
 
-LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention, dynamic)
+LOWERING_MODULES = (loop, reduction, pooling, contraction, normalization, attention, dynamic, b2b)
 PLACEHOLDER = "mlcc_kernel"
 
 

@@ -1,4 +1,5 @@
-"""Split-K for decode-sized dots that compute their weight in the K loop (packed 4-bit weights).
+"""Split-K for decode-sized dots: those that compute their weight in the K loop (packed 4-bit weights), and
+dense ones over a long K (a CNN's classifier at batch 1).
 
 At decode (a handful of rows: M <= MAX_ROWS) a [M, K] x [K, N] product has one row of output tiles, so
 N / BLOCK_N programs stream the whole weight while most of the GPU idles. Splitting K into S slices gives
@@ -13,7 +14,9 @@ atomics, so the result is the same bytes on every run:
 x and w are split by reshapes (views: no copy), so the weight's chain from its constants still becomes
 the partial dot's weight prologue (mlcc/hlo/passes/fusion.py) and the unpacked weight never reaches
 memory. Partial sums are kept in f32 whatever the dot's type. How many slices, if any, is the tile
-heuristics' decision (``choose(m, n, k, dtype)``, mlcc/emit/matmul_tiles.py: split_k_slices).
+heuristics' decision (``choose(m, n, k, dtype)``, mlcc/emit/matmul_tiles.py: split_k_slices). A dense dot, whose
+weight is read as it is stored (a constant or an argument, through views), is split the same way where
+``dense(m, n, k, dtype)`` says so (matmul_tiles.dense_split_k_slices: float dots with K >= 1024).
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ def _rows_and_k(dot: Instruction) -> tuple[int, int, int] | None:
     return m, n, int(x.shape.dims[c])
 
 
+def _stored(w: Instruction) -> bool:
+    """The weight is read as it is stored: a constant or an argument, through views."""
+    while w.opcode in ("bitcast", "reshape", "transpose"):
+        w = w.operands[0]
+    return w.opcode in ("constant", "parameter")
+
+
 def _split(shape: Shape, dim: int, slices: int) -> tuple[int, ...]:
     dims = [int(d) for d in shape.dims]
     return tuple(dims[:dim] + [slices, dims[dim] // slices] + dims[dim + 1:])
@@ -58,8 +68,9 @@ def _split(shape: Shape, dim: int, slices: int) -> tuple[int, ...]:
 class SplitK(Pass):
     name = "split-k"
 
-    def __init__(self, choose: Choose) -> None:
+    def __init__(self, choose: Choose, dense: Choose | None = None) -> None:
         self.choose = choose
+        self.dense = dense  # the slices of a dense dot (None: dense dots are never split)
 
     def run(self, module: Module) -> bool:
         comp = module.entry
@@ -69,9 +80,12 @@ class SplitK(Pass):
             if sizes is None or sizes[0] > MAX_ROWS:
                 continue
             _, why = weight_prologue_cone(dot, dot.operands[1], module.symbols)
-            if why is not None:
+            if why is None:
+                slices = self.choose(*sizes, dot.shape.dtype)
+            elif self.dense is not None and _stored(dot.operands[1]) and dot.operands[0].shape.dtype == dot.shape.dtype:
+                slices = self.dense(*sizes, dot.shape.dtype)
+            else:
                 continue
-            slices = self.choose(*sizes, dot.shape.dtype)
             if slices > 1 and sizes[2] % slices == 0:
                 self._rewrite(comp, dot, slices)
                 changed = True

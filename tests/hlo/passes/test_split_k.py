@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlcc.emit.matmul_tiles import split_k_slices
+from mlcc.emit.matmul_tiles import dense_split_k_slices, split_k_slices
 from mlcc.hlo.passes.split_k import SplitK
 from tests.hlo.passes.pass_numerics import check_rewrite
 
@@ -63,3 +63,45 @@ def test_the_tiles_split_k_until_the_programs_fill_the_sms():
     assert split_k_slices(1, 8192, 4096, "f16") == 1     # 128 tiles fill the GPU already
     assert split_k_slices(1, 64, 256, "f16") == 1        # a slice keeps at least 256 of K
     assert split_k_slices(32, 64, 4096, "f16") == 1      # not decode-sized
+
+
+# a classifier at batch 1: x [1,16] @ w [16,4] read as stored (a constant), its bias added after
+DENSE_DOT = """
+  ENTRY %main {
+    %x = f32[1,16]{1,0} parameter(0), name=x
+    %w = f32[16,4]{1,0} constant(), ref=dense
+    %y = f32[1,4]{1,0} dot(%x, %w), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+    %b = f32[1,4]{1,0} constant(), splat=0.5
+    %z = f32[1,4]{1,0} add(%y, %b)
+    ROOT %t = (f32[1,4]{1,0}) tuple(%z)
+  }"""
+DENSE = {"dense": RNG.standard_normal((16, 4)).astype(np.float32)}
+
+
+def test_a_dense_decode_dot_is_split_where_the_dense_heuristic_says_so():
+    never = lambda m, n, k, dtype: 1  # noqa: E731  (the weight-prologue heuristic is not asked)
+    check_rewrite(SplitK(never, dense=lambda m, n, k, dtype: 2), DENSE_DOT, constants=DENSE, rtol=1e-5, expected="""
+      ENTRY %main {
+        %x = f32[1,16]{1,0} parameter(0), name=x
+        %w = f32[16,4]{1,0} constant(), ref=dense
+        %y.lhs_slices = f32[1,2,8]{2,1,0} reshape(%x)
+        %y.rhs_slices = f32[2,8,4]{2,1,0} reshape(%w)
+        %y.partials = f32[2,1,4]{2,1,0} dot(%y.lhs_slices, %y.rhs_slices), lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+        %y.sum = f32[1,4]{1,0} reduce(%y.partials), dimensions={0}, kind=add
+        %b = f32[1,4]{1,0} constant(), splat=0.5
+        %z = f32[1,4]{1,0} add(%y.sum, %b)
+        ROOT %t = (f32[1,4]{1,0}) tuple(%z)
+      }""")
+    # without a dense heuristic (or where it says 1) a dense dot stays whole
+    check_rewrite(SplitK(lambda m, n, k, dtype: 4), DENSE_DOT, constants=DENSE, expected=None)
+    check_rewrite(SplitK(lambda m, n, k, dtype: 4, dense=never), DENSE_DOT, constants=DENSE, expected=None)
+
+
+def test_the_dense_tiles_split_only_a_long_k_of_a_decode_sized_float_dot():
+    # a light CNN's classifier, N = 1000 in 16 tiles of 64 columns: 4 slices fill 64 of the 108 SMs
+    assert dense_split_k_slices(1, 1000, 4096, "f32") == 4
+    assert dense_split_k_slices(1, 1000, 1024, "f32") == 4     # 4 slices of 256
+    assert dense_split_k_slices(1, 1000, 512, "f32") == 1      # K below DENSE_SPLIT_K_MIN_K: a few K steps
+    assert dense_split_k_slices(1, 4096, 4096, "f32") == 1     # 64 tiles: 2 slices would pass the 108 SMs
+    assert dense_split_k_slices(32, 1000, 4096, "f32") == 1    # not decode-sized
+    assert dense_split_k_slices(1, 1000, 4096, "s8") == 1      # integer dots are not split

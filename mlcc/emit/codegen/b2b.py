@@ -1,0 +1,199 @@
+"""Back-to-back dots in one kernel (a b2b fusion, mlcc/hlo/passes/b2b_fusion.py): templates/b2b.py.jinja.
+
+The fusion computes dot1 (with a norm prologue on its A tiles, or rows picked, and a second dot on the same
+lhs for a gated MLP), an elementwise epilogue on its result h, dot2 of h and a weight, and dot2's epilogue
+(possibly normalizing its output rows). A program takes BLOCK_M rows and BLOCK_N of dot2's columns and walks
+h's N1 columns BLOCK_H at a time: the chunk's dot1 K loop, its epilogue over the [BLOCK_M, BLOCK_H] chunk,
+and the chunk times the matching BLOCK_H rows of dot2's weight added into dot2's accumulator. So h never
+reaches memory and the tiles stay small: dot1's weight in [BLOCK_K, BLOCK_H] tiles, dot2's in [BLOCK_H,
+BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has 64 KiB of LDS). BLOCK_N
+spans N2 when N2 is at most B2B_MAX_N and the shared memory allows (always when dot2's epilogue normalizes
+rows); with more than one tile of dot2's columns each program recomputes its rows' h.
+"""
+
+from __future__ import annotations
+
+from mlcc.emit.codegen.contraction import PICKS, Operands, _acc_dtype, _lhs_norm_section, _norm_epilogue, _precision
+from mlcc.emit.codegen.coords import Axis, by_stride, clamp_pow2, kernel_dims, kernel_strides, merge_axes, upper
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, TileEmitter, epilogue, heavy_ops, needs_int64,
+                                     pointer_params, read_as_is, sections_ir)
+from mlcc.emit.codegen.indexing import Ranges
+from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, tl_type, triton_pointer
+from mlcc.errors import UnsupportedError
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+from mlcc.hlo.opcodes import ops_with
+
+ROW_NORMS = ops_with("row_norm")
+MIN_TILE = 16                  # tl.dot needs every tile dim >= 16
+B2B_MAX_N = 256                # dot2's columns a GPU program spans at most (all of a normalized row)
+GPU_SHARED_BYTES = 48 * 1024   # the tiles' shared memory on a GPU: under gfx942's 64 KiB of LDS
+GATED_MAX_N = 128              # a gated MLP holds two chunk accumulators: fewer columns of dot2's keep registers
+
+
+def _below_views(x: Instruction) -> Instruction:
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return x
+
+
+def _parts(fusion: Instruction) -> tuple[list[Instruction], Instruction, Instruction | None, Instruction | None]:
+    """(dot1 and its gated twin, dot2, dot1's A-tile norm or picked rows, dot2's epilogue norm)."""
+    found = heavy_ops(fusion, {"dot"} | ROW_NORMS)
+    dots = [d for d in found if d.opcode == "dot"]
+    dot2 = next((d for d in dots if any(_below_views(d.operands[0]) is x or _depends(d.operands[0], x)
+                                        for x in dots if x is not d)), None)
+    if dot2 is None or len(dots) not in (2, 3):
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion needs a dot reading another dot's epilogue")
+    first = [d for d in dots if d is not dot2]
+    lhs = _below_views(first[0].operands[0])
+    a_norm = lhs if lhs.opcode in ROW_NORMS else (first[0].operands[0] if lhs.opcode in PICKS else None)
+    norms = [n for n in found if n.opcode in ROW_NORMS and n is not a_norm]
+    if len(norms) > 1:
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion normalizes at most dot2's output rows")
+    return first, dot2, a_norm, norms[0] if norms else None
+
+
+def _depends(x: Instruction, target: Instruction) -> bool:
+    work, seen = [x], set()
+    while work:
+        y = work.pop()
+        if y is target:
+            return True
+        if id(y) not in seen and y.opcode != "parameter":
+            seen.add(id(y))
+            work.extend(y.operands)
+    return False
+
+
+def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_rows: bool, whole_k: bool,
+              interpreter: bool) -> LaunchConfig:
+    """BLOCK_M rows, BLOCK_H of h's columns per chunk, BLOCK_N of dot2's columns, BLOCK_K of dot1's K. Under the
+    interpreter few big programs (h in one chunk); on a GPU 16-row programs (decode and small batches) whose
+    tiles keep shared memory (a pipelined K loop's A and weight tiles, dot2's weight tile and the chunk)
+    within GPU_SHARED_BYTES."""
+    bk_whole = max(MIN_TILE, next_pow2(k))
+    if interpreter:
+        bm = clamp_pow2(m, MIN_TILE, 64)
+        bh = max(MIN_TILE, next_pow2(h))
+        bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, 256)
+        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 256)
+        stages = 1
+    else:
+        bm = clamp_pow2(m, MIN_TILE, 32)
+        bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, B2B_MAX_N)
+        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 64)
+        stages = 2
+        bh = clamp_pow2(h, MIN_TILE, 64)
+        size = DTYPE_BYTES[dtype]
+        weights = 2 if gated else 1
+        if gated and not whole_rows:
+            bn = min(bn, GATED_MAX_N)
+
+        def shared() -> int:
+            return (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size
+        while bh > MIN_TILE and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
+            bh //= 2
+        if shared() > GPU_SHARED_BYTES:
+            stages = 1
+        while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
+            bn //= 2
+    constexprs = {"BLOCK_M": bm, "BLOCK_H": bh, "BLOCK_N": bn, "BLOCK_K": bk}
+    if dtype == "bf16":
+        constexprs["DOT_F32"] = int(interpreter)
+    return LaunchConfig(constexprs, (cdiv(max(m, 1), bm) * cdiv(max(n, 1), bn), 1, 1), num_warps=4,
+                        num_stages=stages)
+
+
+@lowering("fusion:b2b")
+def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    first, dot2, a_norm, norm = _parts(fusion)
+    dot1 = first[0]
+    gated = first[1] if len(first) > 1 else None
+    lhs1 = dot1.operands[0].shape
+    rhs1 = read_as_is(dot1.operands[1], fusion)
+    rhs1_1 = read_as_is(gated.operands[1], fusion) if gated is not None else None
+    rhs2 = read_as_is(dot2.operands[1], fusion)
+    lhs = read_as_is(dot1.operands[0], fusion) if a_norm is None else FusedOperand(-1, lhs1)
+    out = fusion.shape
+    if any(d.attrs["lhs_batch_dims"] for d in (dot1, dot2)) or not all(
+            s.is_static for s in (lhs1, rhs1.shape, dot2.shape, out)):
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion takes dots without batch dims, of static shapes")
+    wide = needs_int64(ranges, fusion, lhs1, rhs1.shape, rhs2.shape, out)
+    inputs = tuple(op.shape for op in fusion.operands)
+    io1 = Operands(dot1, lhs, rhs1, dot1.shape, inputs, fusion, ranges, lhs_norm=a_norm)
+    io2 = Operands(dot2, FusedOperand(-1, dot2.operands[0].shape), rhs2, out, inputs, fusion, ranges, norm=norm)
+
+    # dot1: rows (its lhs free dims), K (contracting, in the lhs's memory order), h's columns (rhs free dims)
+    ld, rd, ls, rs = kernel_dims(lhs1), kernel_dims(rhs1.shape), kernel_strides(lhs1), kernel_strides(rhs1.shape)
+    lc, rc = list(dot1.attrs["lhs_contracting_dims"]), list(dot1.attrs["rhs_contracting_dims"])
+    lf = [d for d in range(lhs1.rank) if d not in lc]
+    rf = [d for d in range(rhs1.shape.rank) if d not in rc]
+    m_axes = merge_axes(Axis(ld[d], (ls[d],)) for d in lf)
+    k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)], ranges))
+    h_axes = merge_axes(Axis(rd[d], (rs[d],)) for d in rf)
+    m = upper(_numel(ld[d] for d in lf), ranges)
+    k = upper(_numel(ld[d] for d in lc), ranges)
+    h = upper(_numel(rd[d] for d in rf), ranges)
+    # dot2: h's columns are its lhs's trailing contracting dims; its rows are dot1's, its columns the output's
+    lhs2 = dot2.operands[0].shape
+    ld2, rd2, rs2, os2 = kernel_dims(lhs2), kernel_dims(rhs2.shape), kernel_strides(rhs2.shape), kernel_strides(out)
+    lc2, rc2 = list(dot2.attrs["lhs_contracting_dims"]), list(dot2.attrs["rhs_contracting_dims"])
+    lf2 = [d for d in range(lhs2.rank) if d not in lc2]
+    rf2 = [d for d in range(rhs2.shape.rank) if d not in rc2]
+    k2_axes = merge_axes(Axis(ld2[a], (rs2[b],)) for a, b in zip(lc2, rc2))
+    out_m_axes = merge_axes(Axis(ld2[d], (os2[j],)) for j, d in enumerate(lf2))
+    n_axes = merge_axes(Axis(rd2[d], (rs2[d], os2[len(lf2) + j])) for j, d in enumerate(rf2))
+    n = upper(_numel(rd2[d] for d in rf2), ranges)
+
+    # the first epilogue: h's value over a [BLOCK_M, BLOCK_H] chunk, the accumulators standing for dot1 (and its twin)
+    acc_dtype = _acc_dtype(lhs1.dtype)
+    lanes1 = [Lanes("lane_hm", tuple(range(len(lf)))), Lanes("lane_hn", tuple(range(len(lf), dot1.shape.rank)))]
+    em = TileEmitter(fusion, "h_", "BLOCK_M, BLOCK_H", kernel_dims(dot1.shape), lanes1, wide, ranges)
+    em.bind(dot1, "acc1", acc_dtype)
+    if gated is not None:
+        em.bind(gated, "acc1_1", acc_dtype)
+    hidden_value = _hidden(dot2, dot1)
+    em.section(hidden_value, mask="mask_hh")
+    (hidden,) = em.sections()
+    lanes2 = [Lanes("lane_m", tuple(range(len(lf2)))), Lanes("lane_n", tuple(range(len(lf2), out.rank)))]
+    if norm is None:
+        post, post_ops = epilogue(fusion, dot2, "acc", acc_dtype, lanes2, "BLOCK_M, BLOCK_N", wide, ranges)
+        norm_spec = None
+        post_flops = post_ops * m * n
+    else:
+        norm_spec, post, post_flops = _norm_epilogue(io2, lanes2, list(range(len(lf2), out.rank)))
+    a_spec = _lhs_norm_section(io1, k)
+    whole_k = a_spec is not None and a_spec["op"] != "rows"
+    precision = _precision(lhs1.dtype, rhs1.shape.dtype)
+    if not precision["use_dot"] or precision["int8_dot"] or precision["fp8_dot"]:
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float tiles with tl.dot, not {lhs1.dtype}")
+    params = pointer_params(fusion)
+    source = render("b2b.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, h=h, m_axes=m_axes, out_m_axes=out_m_axes,
+                    n_axes=n_axes, k_axes=k_axes, h_axes=h_axes, k2_axes=k2_axes, wide=wide, params=params,
+                    lhs=lhs.ptr if a_norm is None else None, rhs=rhs1.ptr,
+                    rhs_1=rhs1_1.ptr if rhs1_1 is not None else None, rhs2=rhs2.ptr, a_norm=a_spec,
+                    hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec, **precision)
+    whole_rows = norm is not None
+    gpu, interp = (b2b_tiles(m, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, interpreter=i)
+                   for i in (False, True))
+    flops = (2 if gated is None else 4) * m * h * k + 2 * m * h * n + em.ops * m * h + post_flops \
+        + (a_spec["ops"] * m * k if a_spec else 0)
+    return Kernel(kernel_name, "b2b.py.jinja", source,
+                  [triton_pointer(s) for s in inputs] + [triton_pointer(out)], gpu=gpu, interpreter=interp,
+                  flops=flops, body_ir=sections_ir(hidden=hidden, epilogue=post,
+                                                    **({"a_norm": a_spec["x"]} if a_spec else {})))
+
+
+def _hidden(dot2: Instruction, dot1: Instruction) -> Instruction:
+    """The value dot2 reads as its lhs, below the views: the first epilogue's root, at dot1's output dims."""
+    x = _below_views(dot2.operands[0])
+    if tuple(x.shape.dims) != tuple(dot1.shape.dims):
+        raise UnsupportedError(f"%{x.name}: the first dot's epilogue {x.shape} is not at its dims {dot1.shape}")
+    return x
+
+
+def _numel(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n

@@ -1,0 +1,165 @@
+"""b2b fusions (mlcc/emit/codegen/b2b.py, templates/b2b.py.jinja): two dots and the epilogues around them in one
+kernel, run under Triton's interpreter with the interpreter's tiles and with the GPU's (several chunks of the
+intermediate, several tiles of the second dot's columns) and compared with the reference evaluator's value of
+the fusion, i.e. of the unfused computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mlcc.emit.codegen.b2b  # noqa: F401  (registers fusion:b2b)
+from mlcc.emit.codegen.kernel import cdiv, lower
+from mlcc.hlo.dtypes import numpy_dtype
+from mlcc.hlo.evaluator import evaluate_instruction
+from mlcc.hlo.ir import Instruction
+from mlcc.hlo.parser import parse_module
+from mlcc.hlo.verifier import verify_module
+from tests.emit.harness import run_kernel
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+TOLERANCE = {"f32": 5e-5, "f16": 3e-3, "bf16": 3e-2}
+
+
+def fusion(text: str) -> Instruction:
+    module = parse_module(text)
+    verify_module(module)
+    return module.entry.root
+
+
+def check(inst: Instruction, gpu_tiles: bool, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    inputs = [(rng.standard_normal(tuple(int(d) for d in op.shape.dims)) * 0.5).astype(numpy_dtype(op.shape.dtype))
+              for op in inst.operands]
+    kernel = lower(inst, "b2b_under_test")
+    assert kernel.template == "b2b.py.jinja"
+    (got,) = run_kernel(kernel, inst, inputs, kernel.gpu if gpu_tiles else None)
+    want = np.asarray(evaluate_instruction(inst, inputs, {}))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = TOLERANCE[inst.shape.dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+DOTS = "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+
+
+def ffn(t: str, m: int, k: int, h: int, n: int, w1_layout: str = "1,0") -> str:
+    """x [m,k] @ w1 [k,h] + b1 -> gelu -> @ w2 [h,n] + b2 + a residual [m,n], stored transposed."""
+    return f"""
+%fused {{
+  %p0 = {t}[{m},{k}]{{1,0}} parameter(0)
+  %p1 = {t}[{k},{h}]{{{w1_layout}}} parameter(1)
+  %p2 = {t}[{h}]{{0}} parameter(2)
+  %p3 = {t}[{h},{n}]{{1,0}} parameter(3)
+  %p4 = {t}[{n}]{{0}} parameter(4)
+  %p5 = {t}[{m},{n}]{{1,0}} parameter(5)
+  %d1 = {t}[{m},{h}]{{1,0}} dot(%p0, %p1), {DOTS}
+  %b1 = {t}[{m},{h}]{{1,0}} broadcast(%p2), dimensions={{1}}
+  %a1 = {t}[{m},{h}]{{1,0}} add(%d1, %b1)
+  %g = {t}[{m},{h}]{{1,0}} gelu(%a1), approximate=none
+  %d2 = {t}[{m},{n}]{{1,0}} dot(%g, %p3), {DOTS}
+  %b2 = {t}[{m},{n}]{{1,0}} broadcast(%p4), dimensions={{1}}
+  %a2 = {t}[{m},{n}]{{1,0}} add(%d2, %b2)
+  ROOT %r = {t}[{m},{n}]{{1,0}} add(%a2, %p5)
+}}
+ENTRY %main {{
+  %x = {t}[{m},{k}]{{1,0}} parameter(0)
+  %w1 = {t}[{k},{h}]{{{w1_layout}}} parameter(1)
+  %bias1 = {t}[{h}]{{0}} parameter(2)
+  %w2 = {t}[{h},{n}]{{1,0}} parameter(3)
+  %bias2 = {t}[{n}]{{0}} parameter(4)
+  %res = {t}[{m},{n}]{{1,0}} parameter(5)
+  ROOT %f = {t}[{m},{n}]{{0,1}} fusion(%x, %w1, %bias1, %w2, %bias2, %res), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_ffn_bias_gelu_bias_residual_in_several_chunks_and_column_tiles(gpu_tiles):
+    # h = 200: the GPU's chunks of 64 (or less) leave a partial last one; n = 300: two tiles of dot2's columns
+    # (at most 256 a program), each program recomputing its rows' intermediate; 37 rows: a partial row tile;
+    # w1 stored column-major
+    inst = fusion(ffn("f32", 37, 40, 200, 300, w1_layout="0,1"))
+    kernel = lower(inst, "k")
+    c = kernel.gpu.constexprs
+    assert c["BLOCK_H"] < 200 and c["BLOCK_N"] < 300
+    assert kernel.gpu.grid[0] == cdiv(37, c["BLOCK_M"]) * cdiv(300, c["BLOCK_N"]) > cdiv(37, c["BLOCK_M"])
+    check(inst, gpu_tiles)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_ffn(dtype):
+    check(fusion(ffn(dtype, 16, 32, 128, 32)), gpu_tiles=True)
+
+
+DECODE_MLP = f"""
+%fused {{
+  %p0 = f32[1,32]{{1,0}} parameter(0)
+  %p1 = f32[32]{{0}} parameter(1)
+  %p2 = f32[32]{{0}} parameter(2)
+  %p3 = f32[32,128]{{1,0}} parameter(3)
+  %p4 = f32[128,32]{{1,0}} parameter(4)
+  %n = f32[1,32]{{1,0}} layer-norm(%p0, %p1, %p2), dimensions={{1}}, epsilon=1e-5
+  %d1 = f32[1,128]{{1,0}} dot(%n, %p3), {DOTS}
+  %g = f32[1,128]{{1,0}} gelu(%d1), approximate=tanh
+  %v = f32[1,1,128]{{2,1,0}} bitcast(%g)
+  %v2 = f32[1,128]{{1,0}} bitcast(%v)
+  ROOT %d2 = f32[1,32]{{1,0}} dot(%v2, %p4), {DOTS}
+}}
+ENTRY %main {{
+  %x = f32[1,32]{{1,0}} parameter(0)
+  %g = f32[32]{{0}} parameter(1)
+  %b = f32[32]{{0}} parameter(2)
+  %w1 = f32[32,128]{{1,0}} parameter(3)
+  %w2 = f32[128,32]{{1,0}} parameter(4)
+  ROOT %f = f32[1,32]{{1,0}} fusion(%x, %g, %b, %w1, %w2), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_decode_mlp_layer_norm_in_the_a_loads_then_gelu_then_a_bare_second_dot(gpu_tiles):
+    # a GPT-2 decode step's MLP: one row, LayerNorm applied as the first dot loads its A tile
+    inst = fusion(DECODE_MLP)
+    kernel = lower(inst, "k")
+    assert kernel.gpu.constexprs["BLOCK_K"] >= 32  # the A loads normalize whole rows
+    check(inst, gpu_tiles)
+
+
+GATED = f"""
+%fused {{
+  %p0 = f32[24,32]{{1,0}} parameter(0)
+  %p1 = f32[32,96]{{1,0}} parameter(1)
+  %p2 = f32[32,96]{{1,0}} parameter(2)
+  %p3 = f32[96,32]{{1,0}} parameter(3)
+  %p4 = f32[24,32]{{1,0}} parameter(4)
+  %p5 = f32[32]{{0}} parameter(5)
+  %gate = f32[24,96]{{1,0}} dot(%p0, %p1), {DOTS}
+  %up = f32[24,96]{{1,0}} dot(%p0, %p2), {DOTS}
+  %s = f32[24,96]{{1,0}} logistic(%gate)
+  %silu = f32[24,96]{{1,0}} multiply(%gate, %s)
+  %h = f32[24,96]{{1,0}} multiply(%silu, %up)
+  %d2 = f32[24,32]{{1,0}} dot(%h, %p3), {DOTS}
+  %x = f32[24,32]{{1,0}} add(%d2, %p4)
+  ROOT %y = f32[24,32]{{1,0}} rms-norm(%x, %p5), dimensions={{1}}, epsilon=1e-6
+}}
+ENTRY %main {{
+  %a = f32[24,32]{{1,0}} parameter(0)
+  %wg = f32[32,96]{{1,0}} parameter(1)
+  %wu = f32[32,96]{{1,0}} parameter(2)
+  %wd = f32[96,32]{{1,0}} parameter(3)
+  %res = f32[24,32]{{1,0}} parameter(4)
+  %scale = f32[32]{{0}} parameter(5)
+  ROOT %f = f32[24,32]{{1,0}} fusion(%a, %wg, %wu, %wd, %res, %scale), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_gated_silu_mlp_then_residual_and_rms_norm_of_the_output_rows(gpu_tiles):
+    # LLaMA's MLP: silu(gate) * up from two accumulators over one lhs tile, the down projection, the residual
+    # and the next RMSNorm over the 32 output columns (one tile spans them)
+    inst = fusion(GATED)
+    kernel = lower(inst, "k")
+    assert kernel.gpu.constexprs["BLOCK_N"] >= 32
+    check(inst, gpu_tiles)
