@@ -36,7 +36,7 @@ from mlcc.frontend.onnx import import_onnx
 from mlcc.frontend.onnx.symbolic_values import UNBOUNDED
 from mlcc.frontend.stablehlo import import_stablehlo
 from mlcc.hlo.ir import MAX_VALUE_BYTES, Instruction, Module
-from mlcc.hlo.passes.fusion import unfused_stats
+from mlcc.hlo.passes.unfused import unfused_stats
 from mlcc.hlo.passes.layout_assignment import layout_conversions
 from mlcc.hlo.passes.pass_manager import Pipeline, PipelineOptions
 from mlcc.hlo.symbolic import DEFAULT_SIZE, symbols_of

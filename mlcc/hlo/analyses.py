@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class UnfusedBaseline:
-    """The graph as its source ran it, one kernel per source op (mlcc.hlo.passes.fusion.unfused_stats)."""
+    """The graph as its source ran it, one kernel per source op (mlcc.hlo.passes.unfused.unfused_stats)."""
 
     launches: int
     bytes: int

@@ -31,13 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mlcc.hlo.analyses import UnfusedBaseline
 from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.a_prologue import (norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
                                        quantize_prologue_members, quantized_rows)
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.traffic import Ranges, operand_read_bytes
+from mlcc.hlo.passes.unfused import unfused_stats
+from mlcc.hlo.traffic import Ranges
 from mlcc.hlo.traffic import value_bytes as _bytes
 
 LOOP_OPS = ops_with("loop_fusible")  # elementwise ops and data movement except the scatters
@@ -176,8 +176,9 @@ def _cheap(inst: Instruction, ranges: Ranges) -> bool:
     if inst.opcode in ("broadcast", "bitcast", "convert", "reshape"):
         src = inst.operands[0]
         if inst.opcode == "convert" and src.opcode in LOOP_OPS and src.opcode != "constant" and len(src.users) == 1 \
-                and not _cheap(src, ranges):
-            return False  # its source exists only for it (a quantization's clamp): recomputing would store that
+                and not (is_float(inst.shape.dtype) and _cheap(src, ranges)):
+            return False  # its source exists only for it (a quantization's clamp): recomputing would store that,
+            # unless a dequantization (to f16..f64) of a source as cheap to recompute (a nibble of a few bytes)
         return _bytes(src, ranges) <= CHEAP_BYTES or src.opcode in ("parameter", "constant") and inst.opcode != "broadcast"
     if inst.opcode in LOOP_OPS and _bytes(inst, ranges) <= TINY_BYTES \
             and all(_bytes(o, ranges) <= CHEAP_BYTES for o in inst.operands):
@@ -769,39 +770,3 @@ def _unique_comp_name(module: Module, hint: str, names: set[str] | None = None) 
         n += 1
     names.add(name)
     return name
-
-
-def unfused_stats(module: Module) -> UnfusedBaseline:
-    """The graph as its source ran it, one kernel per source op: launches, and modeled global-memory
-    bytes (each op reads its inputs once and writes its outputs once). Instructions are grouped by the
-    source node they came from (their first origin), so an op the importer expanded into several
-    instructions (an implicit broadcast, a Gemm's bias) still counts once. A view (Reshape, Squeeze,
-    Unsqueeze, Flatten: a reshape of a row-major value, or a bitcast) costs nothing: no launch, no bytes;
-    its consumers read the viewed value through it, as any runtime that aliases views does."""
-    comp = module.entry
-    node_of: dict[int, str] = {}
-    for inst in comp.instructions:
-        node_of[id(inst)] = inst.origin[0] if inst.origin else f"%{inst.name}"
-    launches: set[str] = set()
-    nbytes = 0
-    root_values = {id(o) for o in comp.root.operands} if comp.root is not None and comp.root.opcode == "tuple" else set()
-    read: set[tuple[str, int]] = set()
-    for inst in comp.instructions:
-        if inst.opcode in NO_KERNEL or inst.shape.is_tuple or _is_free_view(inst):
-            continue
-        node = node_of[id(inst)]
-        launches.add(node)
-        for i, o in enumerate(inst.operands):
-            if (node_of.get(id(o)) != node or o.opcode in ("parameter", "constant")) and (node, id(o)) not in read:
-                read.add((node, id(o)))
-                nbytes += operand_read_bytes(inst, i, module.symbols)
-        if id(inst) in root_values or any(node_of.get(id(u)) != node for u in inst.users if u.opcode != "tuple"):
-            nbytes += _bytes(inst, module.symbols)
-    return UnfusedBaseline(len(launches), nbytes)
-
-
-def _is_free_view(inst: Instruction) -> bool:
-    """A bitcast, or a reshape between row-major values (every reshape as imported): the same bytes."""
-    if inst.opcode == "bitcast":
-        return True
-    return inst.opcode == "reshape" and all(v.shape.is_row_major() for v in (inst, inst.operands[0]))

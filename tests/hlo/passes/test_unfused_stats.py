@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mlcc.hlo.parser import parse_module
-from mlcc.hlo.passes.fusion import unfused_stats
+from mlcc.hlo.passes.unfused import unfused_stats
 
 
 def test_a_view_launches_nothing_and_moves_no_bytes():
