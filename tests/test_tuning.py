@@ -15,6 +15,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,8 +31,23 @@ TARGETS = ["sm_80", "sm_90", "gfx942"]
 SHARED_LIMIT = {"sm_80": 164 * 1024, "sm_90": 228 * 1024, "gfx942": 64 * 1024}
 
 
+# The mlp's three GEMMs stay three matmul kernels here: back-to-back fusion (b2b-fusion) would chain the first
+# two into one b2b kernel, whose launch config mlcc tune does not search.
+NO_B2B = ["b2b-fusion"]
+
+
+def compile_(*args, **options):
+    return mlcc.compile(*args, disable_passes=NO_B2B, **options)
+
+
 def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if args and args[0] == "compile":
+        args = (*args, "--disable-pass", NO_B2B[0])
+    elif args and args[0] == "tune":
+        config = Path(tempfile.gettempdir()) / f"mlcc-test-tuning-{os.getpid()}.yaml"
+        config.write_text(yaml.safe_dump({"disable_passes": NO_B2B}))
+        args = (*args, "--config", str(config))
     return subprocess.run([sys.executable, "-m", "mlcc.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -50,7 +67,7 @@ def model(tmp_path_factory, shared_models):
 def first_bundle(tmp_path_factory, model):
     """The model compiled without a tuning database."""
     out = tmp_path_factory.mktemp("first") / "b"
-    mlcc.compile(model, out, targets=TARGETS, quiet=True)
+    compile_(model, out, targets=TARGETS, quiet=True)
     return out
 
 
@@ -117,7 +134,7 @@ def test_a_tuning_entry_changes_exactly_that_kernel_on_that_target(first, model,
     entry = different_tiles(tuned["binaries"]["sm_90"]["config"])
     db = write_db(tmp_path / "tuning.yaml", {tuned["signature"]: {"sm_90": entry}})
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
+    compile_(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     before, after = by_signature(first), by_signature(m)
     assert sorted(before) == sorted(after)
@@ -145,7 +162,7 @@ def test_an_entry_for_another_kernel_is_a_miss_and_falls_back(first, model, tmp_
     db = write_db(tmp_path / "tuning.yaml", {"0" * 64: {"sm_90": different_tiles(
         first["kernels"][0]["binaries"]["sm_90"]["config"])}})
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
+    compile_(model, bundle, targets=TARGETS, tuning_db=str(db), quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     assert [k["binaries"] for k in m["kernels"]] == [k["binaries"] for k in first["kernels"]]
 
@@ -171,7 +188,7 @@ def test_a_full_database_satisfies_require_tuned(first, model, tmp_path):
                for k in first["kernels"]}
     db = write_db(tmp_path / "tuning.yaml", entries)
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=TARGETS, tuning_db=str(db), require_tuned=True, quiet=True)
+    compile_(model, bundle, targets=TARGETS, tuning_db=str(db), require_tuned=True, quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     assert all(b["config_from"] == "tuning-db" for k in m["kernels"] for b in k["binaries"].values())
     assert m["build"]["options"]["require_tuned"] is True
@@ -194,7 +211,7 @@ def test_a_malformed_entry_names_the_file_and_the_entry(first, model, tmp_path, 
              "num_warps": 4, "num_stages": 2}
     db = write_db(tmp_path / "tuning.yaml", {sig: {"sm_90": entry}})
     with pytest.raises(InvalidInputError, match=message) as e:
-        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
+        compile_(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
     assert e.value.exit_code == 65 and e.value.file == str(db)
     assert f"kernels.{sig}.targets.sm_90" in str(e.value)
 
@@ -209,13 +226,13 @@ def test_a_malformed_database_is_invalid_input(model, tmp_path, text, message):
     db = tmp_path / "tuning.yaml"
     db.write_text(text)
     with pytest.raises(InvalidInputError, match=message) as e:
-        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
+        compile_(model, tmp_path / "b", targets=["none"], tuning_db=str(db), quiet=True)
     assert e.value.file == str(db)
 
 
 def test_a_missing_database_is_a_missing_input(model, tmp_path):
     with pytest.raises(InputMissingError) as e:
-        mlcc.compile(model, tmp_path / "b", targets=["none"], tuning_db=str(tmp_path / "nope.yaml"), quiet=True)
+        compile_(model, tmp_path / "b", targets=["none"], tuning_db=str(tmp_path / "nope.yaml"), quiet=True)
     assert e.value.exit_code == 66 and e.value.file == str(tmp_path / "nope.yaml")
 
 
@@ -278,12 +295,12 @@ def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model,
     other = {"0" * 64: {"sm_80": {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8},
                                   "num_warps": 4, "num_stages": 2}}}
     db = write_db(tmp_path / "tuning.yaml", other)
-    results = tune.tune_model(model, db, mlcc.CompileOptions(), repeat=3)
+    results = tune.tune_model(model, db, mlcc.CompileOptions(disable_passes=NO_B2B), repeat=3)
     assert len(results) == len(winners) == 3 and all(r["best_us"] == 5.0 for r in results)
     data = yaml.safe_load(db.read_text())
     assert data["kernels"]["0" * 64]["targets"] == other["0" * 64]
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=["sm_90"], tuning_db=str(db), require_tuned=True, quiet=True)
+    compile_(model, bundle, targets=["sm_90"], tuning_db=str(db), require_tuned=True, quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     for k in m["kernels"]:
         assert k["binaries"]["sm_90"]["config"] == winners[k["signature"]].to_json()
@@ -304,7 +321,7 @@ def lowered(model, target: str = "sm_90", **options):
     from mlcc.compiler import lower_model
     from mlcc.emit.target.targets import parse_target
     from mlcc.emit.tiling import tunable
-    module, kernels, launches = lower_model(model, mlcc.CompileOptions(**options), [parse_target(target)])
+    module, kernels, launches = lower_model(model, mlcc.CompileOptions(**{"disable_passes": NO_B2B, **options}), [parse_target(target)])
     first = {}
     for inst, name in launches:
         if tunable(kernels[name]):
@@ -459,7 +476,7 @@ def test_tune_merges_winners_that_compile_then_requires(model, tmp_path):
     assert "0" * 64 in data["kernels"]   # another kernel's entry stays
     arch = device_arch()
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=[arch], tuning_db=str(db), require_tuned=True, quiet=True)
+    compile_(model, bundle, targets=[arch], tuning_db=str(db), require_tuned=True, quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     for k in m["kernels"]:
         assert data["kernels"][k["signature"]]["targets"][arch]["num_warps"] == k["binaries"][arch]["num_warps"]
@@ -480,7 +497,7 @@ def test_the_cuda_runtime_launches_a_tuned_binary_with_its_own_grid(first, model
         entries[k["signature"]] = {arch: entry}
     db = write_db(tmp_path / "tuning.yaml", entries)
     bundle = tmp_path / "b"
-    mlcc.compile(model, bundle, targets=[arch], tuning_db=str(db), quiet=True)
+    compile_(model, bundle, targets=[arch], tuning_db=str(db), quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     assert any(k["binaries"][arch]["config"]["grid"] != k["gpu"]["grid"] for k in m["kernels"])
     exe = mlcc.load(bundle, device="cuda")
@@ -499,7 +516,7 @@ def test_tune_cli_on_the_simulated_device_writes_a_database_the_compile_uses(tmp
     assert proc.returncode == 0, proc.stderr
     entries = yaml.safe_load(db.read_text())["kernels"]
     assert entries and all(set(e["targets"]) == {"sm_90"} for e in entries.values())
-    mlcc.compile(model, tmp_path / "b", targets=["sm_90"], tuning_db=str(db), require_tuned=True, cache_dir="")
+    compile_(model, tmp_path / "b", targets=["sm_90"], tuning_db=str(db), require_tuned=True, cache_dir="")
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert {b["config_from"] for k in manifest["kernels"] for b in k["binaries"].values()} >= {"tuning-db"}
     exe = mlcc.load(tmp_path / "b", device="sim:sm_90")
