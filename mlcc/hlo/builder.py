@@ -18,7 +18,22 @@ from mlcc.hlo.shape_inference import infer_shape
 INLINE_CONSTANT_ELEMENTS = 16
 
 
-class Builder:
+class ValueOps:
+    """reshape and convert on top of an ``op`` method: the Builder's, and those of the emitters passes hand to
+    mlcc.hlo.blockquant in a Builder's place."""
+
+    def reshape(self, x: Instruction, dims: Sequence[Dim]) -> Instruction:
+        if tuple(dims) == tuple(x.shape.dims):
+            return x
+        return self.op("reshape", [x], Shape(x.shape.dtype, tuple(dims)))  # type: ignore[attr-defined]
+
+    def convert(self, x: Instruction, dtype: str) -> Instruction:
+        if x.shape.dtype == dtype:
+            return x
+        return self.op("convert", [x], Shape(dtype, x.shape.dims))  # type: ignore[attr-defined]
+
+
+class Builder(ValueOps):
     def __init__(self, module_name: str, computation_name: str = "main", is_entry: bool = True,
                  module: Module | None = None) -> None:
         self.module = module or Module(module_name)
@@ -91,17 +106,7 @@ class Builder:
             key = f"{hint}.{n}"
         return key
 
-    # ---- helpers shared by frontends
-    def reshape(self, x: Instruction, dims: Sequence[Dim]) -> Instruction:
-        if tuple(dims) == tuple(x.shape.dims):
-            return x
-        return self.op("reshape", [x], Shape(x.shape.dtype, tuple(dims)))
-
-    def convert(self, x: Instruction, dtype: str) -> Instruction:
-        if x.shape.dtype == dtype:
-            return x
-        return self.op("convert", [x], Shape(dtype, x.shape.dims))
-
+    # ---- helpers shared by frontends (reshape and convert: ValueOps)
     def transpose(self, x: Instruction, perm: Sequence[int]) -> Instruction:
         if list(perm) == list(range(len(perm))):
             return x

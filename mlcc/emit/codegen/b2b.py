@@ -14,7 +14,8 @@ rows); with more than one tile of dot2's columns each program recomputes its row
 from __future__ import annotations
 
 from mlcc.emit.codegen.contraction import PICKS, Operands, _acc_dtype, _lhs_norm_section, _norm_epilogue, _precision
-from mlcc.emit.codegen.coords import Axis, by_stride, clamp_pow2, kernel_dims, kernel_strides, merge_axes, upper
+from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, kernel_dims, kernel_strides, merge_axes, numel,
+                                      upper)
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, TileEmitter, epilogue, heavy_ops, needs_int64,
                                      pointer_params, read_as_is, sections_ir)
 from mlcc.emit.codegen.indexing import Ranges
@@ -131,9 +132,9 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     m_axes = merge_axes(Axis(ld[d], (ls[d],)) for d in lf)
     k_axes = merge_axes(by_stride([Axis(ld[a], (ls[a], rs[b])) for a, b in zip(lc, rc)], ranges))
     h_axes = merge_axes(Axis(rd[d], (rs[d],)) for d in rf)
-    m = upper(_numel(ld[d] for d in lf), ranges)
-    k = upper(_numel(ld[d] for d in lc), ranges)
-    h = upper(_numel(rd[d] for d in rf), ranges)
+    m = upper(numel(ld[d] for d in lf), ranges)
+    k = upper(numel(ld[d] for d in lc), ranges)
+    h = upper(numel(rd[d] for d in rf), ranges)
     # dot2: h's columns are its lhs's trailing contracting dims; its rows are dot1's, its columns the output's
     lhs2 = dot2.operands[0].shape
     ld2, rd2, rs2, os2 = kernel_dims(lhs2), kernel_dims(rhs2.shape), kernel_strides(rhs2.shape), kernel_strides(out)
@@ -143,7 +144,7 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     k2_axes = merge_axes(Axis(ld2[a], (rs2[b],)) for a, b in zip(lc2, rc2))
     out_m_axes = merge_axes(Axis(ld2[d], (os2[j],)) for j, d in enumerate(lf2))
     n_axes = merge_axes(Axis(rd2[d], (rs2[d], os2[len(lf2) + j])) for j, d in enumerate(rf2))
-    n = upper(_numel(rd2[d] for d in rf2), ranges)
+    n = upper(numel(rd2[d] for d in rf2), ranges)
 
     # the first epilogue: h's value over a [BLOCK_M, BLOCK_H] chunk, the accumulators standing for dot1 (and its twin)
     acc_dtype = _acc_dtype(lhs1.dtype)
@@ -190,10 +191,3 @@ def _hidden(dot2: Instruction, dot1: Instruction) -> Instruction:
     if tuple(x.shape.dims) != tuple(dot1.shape.dims):
         raise UnsupportedError(f"%{x.name}: the first dot's epilogue {x.shape} is not at its dims {dot1.shape}")
     return x
-
-
-def _numel(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n

@@ -25,6 +25,8 @@ second dot on the same lhs (a gated MLP). Each refusal is reported by ``--explai
 
 from __future__ import annotations
 
+import math
+
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
@@ -70,10 +72,7 @@ def _plain(dot: Instruction) -> str | None:
 
 
 def _numel(dims) -> int:
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
+    return math.prod(int(d) for d in dims)
 
 
 def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, list[Instruction], str | None] | None:

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS, packed_bytes, unpacked
+from mlcc.hlo.builder import ValueOps
 from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
@@ -28,7 +29,7 @@ from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
 from mlcc.hlo.shape_inference import infer_shape
 
 
-class _Emitter:
+class _Emitter(ValueOps):
     """The Builder's methods blockquant uses, appending to a fused computation (sorted after)."""
 
     def __init__(self, comp: Computation, origin: tuple[str, ...]) -> None:
@@ -54,16 +55,6 @@ class _Emitter:
     def splat(self, value: int, dtype: str, dims: Sequence[Any] = ()) -> Instruction:
         attrs: dict[str, Any] = {"splat": int(value)} if dims else {"value": (int(value),)}
         return self._add("constant", (), Shape(dtype, tuple(dims)), attrs)
-
-    def reshape(self, x: Instruction, dims: Sequence[Any]) -> Instruction:
-        if tuple(dims) == tuple(x.shape.dims):
-            return x
-        return self.op("reshape", [x], Shape(x.shape.dtype, tuple(dims)))
-
-    def convert(self, x: Instruction, dtype: str) -> Instruction:
-        if x.shape.dtype == dtype:
-            return x
-        return self.op("convert", [x], Shape(dtype, x.shape.dims))
 
 
 def _loop_kernel(inst: Instruction) -> bool:

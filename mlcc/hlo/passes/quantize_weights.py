@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from mlcc.hlo.blockquant import dequantize_blocks, unpack
+from mlcc.hlo.builder import ValueOps
 from mlcc.hlo.ir import Instruction, Shape, is_float
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, var
 
@@ -69,7 +70,7 @@ def quantize_rtn_sym4(w_nk: np.ndarray, block: int) -> tuple[np.ndarray, np.ndar
     return np.ascontiguousarray(packed), scales
 
 
-class _Emitter:
+class _Emitter(ValueOps):
     """The Builder's methods blockquant uses, on a Rewriter (new instructions go before the matched dot)."""
 
     def __init__(self, rw: Rewriter) -> None:
@@ -86,11 +87,6 @@ class _Emitter:
 
     def reshape(self, x: Instruction, dims: tuple) -> Instruction:
         return self.rw.reshape(x, dims)
-
-    def convert(self, x: Instruction, dtype: str) -> Instruction:
-        if x.shape.dtype == dtype:
-            return x
-        return self.rw.op("convert", [x], Shape(dtype, x.shape.dims))
 
 
 def _quantize_dot(block: int, rw: Rewriter, m: Match) -> Instruction | None:
