@@ -114,7 +114,9 @@ def test_compile_killed_while_compiling_kernels_leaves_the_previous_bundle_untou
 
 
 def _has_files(folder: Path) -> bool:
-    return folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))
+    # os.walk, not Path.rglob: Triton renames its tmp.pid_* folders into place while we look, and rglob raises
+    # FileNotFoundError on a folder that went away between listing and scanning; os.walk skips it.
+    return any(files for _, _, files in os.walk(folder))
 
 
 def _limit_file_size(limit: int):
