@@ -16,10 +16,11 @@ from __future__ import annotations
 from mlcc.emit.codegen.contraction import PICKS, Operands, _acc_dtype, _lhs_norm_section, _norm_epilogue, _precision
 from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, kernel_dims, kernel_strides, merge_axes, numel,
                                       upper)
-from mlcc.emit.codegen.fused import (FusedOperand, Lanes, TileEmitter, epilogue, heavy_ops, needs_int64,
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, epilogue, heavy_ops, needs_int64,
                                      pointer_params, read_as_is, sections_ir)
 from mlcc.emit.codegen.indexing import Ranges
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, tl_type, triton_pointer
+from mlcc.emit.matmul_tiles import WEIGHT_TILE
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction
 from mlcc.hlo.opcodes import ops_with
@@ -67,11 +68,13 @@ def _depends(x: Instruction, target: Instruction) -> bool:
 
 
 def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_rows: bool, whole_k: bool,
-              interpreter: bool) -> LaunchConfig:
+              interpreter: bool, prologues: tuple[bool, bool] = (False, False)) -> LaunchConfig:
     """BLOCK_M rows, BLOCK_H of h's columns per chunk, BLOCK_N of dot2's columns, BLOCK_K of dot1's K. Under the
     interpreter few big programs (h in one chunk); on a GPU 16-row programs (decode and small batches) whose
     tiles keep shared memory (a pipelined K loop's A and weight tiles, dot2's weight tile and the chunk)
-    within GPU_SHARED_BYTES."""
+    within GPU_SHARED_BYTES. A weight computed in its loads (``prologues``: dot1's and its gated twin's,
+    dot2's; a packed weight dequantized) holds a dozen temporaries of its tile's size in registers: its tiles
+    keep to WEIGHT_TILE elements (half for f32), as a matmul's weight prologue does (matmul_tiles.py)."""
     bk_whole = max(MIN_TILE, next_pow2(k))
     if interpreter:
         bm = clamp_pow2(m, MIN_TILE, 64)
@@ -98,6 +101,17 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
             stages = 1
         while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
             bn //= 2
+        area = WEIGHT_TILE if dtype in ("f16", "bf16") else WEIGHT_TILE // 2
+        if prologues[0]:  # dot1's computed weight tiles: fewer K steps' elements, then narrower chunks
+            while bk * bh > area and bk > MIN_TILE and not whole_k:
+                bk //= 2
+            while bk * bh > area and bh > MIN_TILE:
+                bh //= 2
+        if prologues[1]:  # dot2's: narrower chunks, then fewer of its columns
+            while bh * bn > area and bh > MIN_TILE:
+                bh //= 2
+            while not whole_rows and bh * bn > area and bn > MIN_TILE:
+                bn //= 2
     constexprs = {"BLOCK_M": bm, "BLOCK_H": bh, "BLOCK_N": bn, "BLOCK_K": bk}
     if dtype == "bf16":
         constexprs["DOT_F32"] = int(interpreter)
@@ -111,9 +125,9 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     dot1 = first[0]
     gated = first[1] if len(first) > 1 else None
     lhs1 = dot1.operands[0].shape
-    rhs1 = read_as_is(dot1.operands[1], fusion)
-    rhs1_1 = read_as_is(gated.operands[1], fusion) if gated is not None else None
-    rhs2 = read_as_is(dot2.operands[1], fusion)
+    rhs1 = _weight(dot1, fusion)
+    rhs1_1 = _weight(gated, fusion) if gated is not None else None
+    rhs2 = _weight(dot2, fusion)
     lhs = read_as_is(dot1.operands[0], fusion) if a_norm is None else FusedOperand(-1, lhs1)
     out = fusion.shape
     if any(d.attrs["lhs_batch_dims"] for d in (dot1, dot2)) or not all(
@@ -168,21 +182,60 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     precision = _precision(lhs1.dtype, rhs1.shape.dtype)
     if not precision["use_dot"] or precision["int8_dot"] or precision["fp8_dot"]:
         raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float tiles with tl.dot, not {lhs1.dtype}")
+    # a weight computed as it is loaded (a packed 4/8-bit weight dequantized: a weight prologue), over dot1's
+    # [BLOCK_K, BLOCK_H] tiles (lane_wk, lane_wn; the gated twin's at the same offsets) or dot2's [BLOCK_H, BLOCK_N]
+    # ones (lane_vk, lane_vn)
+    weight, weight_ops = _weight_section(fusion, dot1, "w_", "BLOCK_K, BLOCK_H", ("lane_wk", "lane_wn", "mask_w"),
+                                         wide, ranges)
+    weight_1, weight_1_ops = _weight_section(fusion, gated, "w1_", "BLOCK_K, BLOCK_H",
+                                             ("lane_wk", "lane_wn", "mask_w"), wide, ranges)
+    weight2, weight2_ops = _weight_section(fusion, dot2, "v_", "BLOCK_H, BLOCK_N", ("lane_vk", "lane_vn", "mask_v"),
+                                           wide, ranges)
     params = pointer_params(fusion)
     source = render("b2b.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, h=h, m_axes=m_axes, out_m_axes=out_m_axes,
                     n_axes=n_axes, k_axes=k_axes, h_axes=h_axes, k2_axes=k2_axes, wide=wide, params=params,
                     lhs=lhs.ptr if a_norm is None else None, rhs=rhs1.ptr,
                     rhs_1=rhs1_1.ptr if rhs1_1 is not None else None, rhs2=rhs2.ptr, a_norm=a_spec,
-                    hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec, **precision)
+                    hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec,
+                    weight=weight, weight_1=weight_1, weight2=weight2, weight_type=tl_type(rhs1.shape.dtype),
+                    weight2_type=tl_type(rhs2.shape.dtype), **precision)
     whole_rows = norm is not None
-    gpu, interp = (b2b_tiles(m, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, interpreter=i)
-                   for i in (False, True))
+    prologues = (weight is not None, weight2 is not None)
+    gpu, interp = (b2b_tiles(m, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, interpreter=i,
+                             prologues=prologues) for i in (False, True))
+    # a computed weight's ops per element, once per row tile (as a matmul's weight prologue counts them)
     flops = (2 if gated is None else 4) * m * h * k + 2 * m * h * n + em.ops * m * h + post_flops \
-        + (a_spec["ops"] * m * k if a_spec else 0)
+        + (a_spec["ops"] * m * k if a_spec else 0) + (weight_ops + weight_1_ops) * k * h + weight2_ops * h * n
     return Kernel(kernel_name, "b2b.py.jinja", source,
                   [triton_pointer(s) for s in inputs] + [triton_pointer(out)], gpu=gpu, interpreter=interp,
-                  flops=flops, body_ir=sections_ir(hidden=hidden, epilogue=post,
+                  flops=flops, body_ir=sections_ir(hidden=hidden, epilogue=post, weight=weight, weight_1=weight_1,
+                                                    weight2=weight2,
                                                     **({"a_norm": a_spec["x"]} if a_spec else {})))
+
+
+def _weight(dot: Instruction, fusion: Instruction) -> FusedOperand:
+    """dot's rhs: a fusion parameter read as stored, or (ptr -1) a weight the kernel computes in its loads."""
+    x = _below_views(dot.operands[1])
+    return read_as_is(dot.operands[1], fusion) if x.opcode == "parameter" else FusedOperand(-1, dot.operands[1].shape)
+
+
+def _weight_section(fusion: Instruction, dot: Instruction | None, prefix: str, tile: str, names: tuple[str, str, str],
+                    wide: bool, ranges: Ranges) -> tuple[Section | None, int]:
+    """dot's weight over a tile of it (rows: its one contracting dim, numbered by names[0]; columns: its free
+    dims row-major, numbered by names[1]; names[2] the lanes in bounds) when the fusion computes it from its
+    parameters; (None, 0) for a weight read as stored."""
+    if dot is None or _below_views(dot.operands[1]).opcode == "parameter":
+        return None, 0
+    weight = dot.operands[1]
+    rc = list(dot.attrs["rhs_contracting_dims"])
+    if len(rc) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a b2b dot computing its weight in its loads needs one contracting dim")
+    rf = [d for d in range(weight.shape.rank) if d not in rc]
+    lanes = [Lanes(names[0], (rc[0],)), Lanes(names[1], tuple(rf))]
+    em = TileEmitter(fusion, prefix, tile, kernel_dims(weight.shape), lanes, wide, ranges)
+    em.section(weight, mask=names[2])
+    (section,) = em.sections()
+    return section, em.ops
 
 
 def _hidden(dot2: Instruction, dot1: Instruction) -> Instruction:

@@ -34,6 +34,7 @@ from mlcc.hlo.passes.pass_manager import Pass
 MAX_B2B_WIDTH = 256  # N1, dot1's output columns, the most a program's intermediate chunks span
 FLOATS = ("f32", "f16", "bf16")
 ROW_NORMS = ("layer-norm", "rms-norm")
+HEAVY = ("dot", "convolution", "reduce", "reduce-window", "gather", "scatter", "sort", *ROW_NORMS)
 
 
 def _views_below(x: Instruction) -> Instruction:
@@ -68,6 +69,26 @@ def _plain(dot: Instruction) -> str | None:
         return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots only)"
     if not all(v.shape.is_static for v in (*dot.operands, dot)):
         return "symbolic dims"
+    return None
+
+
+def _computed_weight(fusion: Instruction, dot: Instruction, which: str) -> str | None:
+    """Why dot's weight, computed from the fusion's parameters as it is loaded (a weight prologue: a packed
+    4- or 8-bit weight unpacked, its zero point subtracted and its scale applied per block), cannot be computed
+    in a b2b kernel's weight loads too, if so; None for a weight read as stored."""
+    if _outer(fusion, dot.operands[1]) is not None:
+        return None
+    if len(dot.attrs["rhs_contracting_dims"]) != 1:
+        return f"the {which} dot computes its weight in its loads over more than one contracting dim"
+    work, seen = [dot.operands[1]], set()
+    while work:
+        x = work.pop()
+        if id(x) in seen or x.opcode == "parameter":
+            continue
+        seen.add(id(x))
+        if x.opcode in HEAVY:
+            return f"the {which} dot's weight is computed with a {x.opcode} (elementwise weight loads only)"
+        work.extend(x.operands)
     return None
 
 
@@ -122,14 +143,16 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
         return "the first fusion holds dots on different lhs"
     if producer.opcode == "fusion":
         for d in dots1:
-            if _outer(producer, d.operands[1]) is None:
-                return "the first dot computes its weight in its loads"
+            why = _computed_weight(producer, d, "first")
+            if why is not None:
+                return why
         if any(i.opcode in ROW_NORMS and i is not _views_below(dot1.operands[0]) for i in producer.called.instructions):
             return "the first fusion normalizes its output rows"
         if tuple(producer.called.root.shape.dims) != tuple(dot1.shape.dims):
             return "the first fusion's result is not at its dot's output dims"
-    if _outer(consumer, dot2.operands[1]) is None:
-        return "the second dot computes its weight in its loads"
+    why = _computed_weight(consumer, dot2, "second")
+    if why is not None:
+        return why
     lc2 = list(dot2.attrs["lhs_contracting_dims"])
     lhs2 = dot2.operands[0].shape
     if lc2 != list(range(lhs2.rank - len(lc2), lhs2.rank)):
