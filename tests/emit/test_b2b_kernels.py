@@ -163,3 +163,80 @@ def test_gated_silu_mlp_then_residual_and_rms_norm_of_the_output_rows(gpu_tiles)
     kernel = lower(inst, "k")
     assert kernel.gpu.constexprs["BLOCK_N"] >= 32
     check(inst, gpu_tiles)
+
+
+def _dequantized(name: str, q: str, s: str, n: int, k: int, t: str) -> str:
+    """A [n, k] weight (its rhs contracting dim last) from 4-bit values packed two to a byte along k (low nibble
+    first) with a scale per block of 32 and the symmetric zero point 8, as MatMulNBits imports."""
+    b = k // 32
+    return f"""
+  %{name}_b = u8[{n},{k // 2},2]{{2,1,0}} broadcast(%{q}), dimensions={{0,1}}
+  %{name}_shb = u8[{n},{k // 2},2]{{2,1,0}} broadcast(%shifts), dimensions={{2}}
+  %{name}_sr = u8[{n},{k // 2},2]{{2,1,0}} shift-right-logical(%{name}_b, %{name}_shb)
+  %{name}_lo = u8[{n},{k // 2},2]{{2,1,0}} broadcast(%nibble), dimensions={{}}
+  %{name}_and = u8[{n},{k // 2},2]{{2,1,0}} and(%{name}_sr, %{name}_lo)
+  %{name}_f = {t}[{n},{k // 2},2]{{2,1,0}} convert(%{name}_and)
+  %{name}_zb = {t}[{n},{k // 2},2]{{2,1,0}} broadcast(%eight), dimensions={{}}
+  %{name}_z = {t}[{n},{k // 2},2]{{2,1,0}} subtract(%{name}_f, %{name}_zb)
+  %{name}_sb = {t}[{n},{b},32]{{2,1,0}} broadcast(%{s}), dimensions={{0,1}}
+  %{name}_sv = {t}[{n},{k // 2},2]{{2,1,0}} bitcast(%{name}_sb)
+  %{name}_m = {t}[{n},{k // 2},2]{{2,1,0}} multiply(%{name}_z, %{name}_sv)
+  %{name} = {t}[{n},{k}]{{1,0}} bitcast(%{name}_m)"""
+
+
+def gated_4bit(t: str, m: int, k: int, h: int, n: int) -> str:
+    """A 4-bit decoder's MLP (tests/data/models/nbits): silu(x @ gate) * (x @ up) @ down + a residual, each of
+    the three weights dequantized from packed nibbles and block scales in the fusion."""
+    dots = "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={1}"
+    params = [f"{t}[{m},{k}]{{1,0}}", f"u8[{h},{k // 2}]{{1,0}}", f"{t}[{h},{k // 32}]{{1,0}}",
+              f"u8[{h},{k // 2}]{{1,0}}", f"{t}[{h},{k // 32}]{{1,0}}", f"u8[{n},{h // 2}]{{1,0}}",
+              f"{t}[{n},{h // 32}]{{1,0}}", f"{t}[{m},{n}]{{1,0}}"]
+    body = "\n".join(f"  %p{i} = {p} parameter({i})" for i, p in enumerate(params))
+    entry = "\n".join(f"  %e{i} = {p} parameter({i})" for i, p in enumerate(params))
+    return f"""
+%fused {{
+{body}
+  %shifts = u8[2]{{0}} constant(), value={{0,4}}
+  %nibble = u8[] constant(), value={{15}}
+  %eight = {t}[] constant(), value={{8}}{_dequantized("wg", "p1", "p2", h, k, t)}{_dequantized("wu", "p3", "p4", h, k, t)}{
+        _dequantized("wd", "p5", "p6", n, h, t)}
+  %gate = {t}[{m},{h}]{{1,0}} dot(%p0, %wg), {dots}
+  %up = {t}[{m},{h}]{{1,0}} dot(%p0, %wu), {dots}
+  %s = {t}[{m},{h}]{{1,0}} logistic(%gate)
+  %silu = {t}[{m},{h}]{{1,0}} multiply(%gate, %s)
+  %hh = {t}[{m},{h}]{{1,0}} multiply(%silu, %up)
+  %d2 = {t}[{m},{n}]{{1,0}} dot(%hh, %wd), {dots}
+  ROOT %y = {t}[{m},{n}]{{1,0}} add(%d2, %p7)
+}}
+ENTRY %main {{
+{entry}
+  ROOT %f = {t}[{m},{n}]{{1,0}} fusion({", ".join(f"%e{i}" for i in range(len(params)))}), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_gated_mlp_with_its_three_weights_dequantized_in_their_loads(gpu_tiles, dtype):
+    # h = 160: the GPU's chunks (at most 64, fewer where a dequantized tile would hold too many registers)
+    # leave a partial last one; 20 rows, a partial row tile; the packed bytes any value 0..255
+    inst = fusion(gated_4bit(dtype, 20, 64, 160, 96))
+    kernel = lower(inst, "k")
+    source = kernel.source
+    assert "b = tl.where(mask_w" in source and "b_1 = tl.where(mask_w" in source and "w2 = tl.where(mask_v" in source
+    assert "tl.load(in1 + rhs_k" not in source  # no weight is read as stored
+    c = kernel.gpu.constexprs
+    area = 32 * 64 if dtype == "f16" else 32 * 32
+    assert c["BLOCK_K"] * c["BLOCK_H"] <= area and c["BLOCK_H"] * c["BLOCK_N"] <= area
+    rng = np.random.default_rng(1)
+    inputs = []
+    for op in inst.operands:
+        dims = tuple(int(d) for d in op.shape.dims)
+        if op.shape.dtype == "u8":
+            inputs.append(rng.integers(0, 256, dims, dtype=np.uint8))
+        else:
+            inputs.append((rng.standard_normal(dims) * (0.05 if dims[1] <= 5 else 0.5)).astype(numpy_dtype(dtype)))
+    (got,) = run_kernel(kernel, inst, inputs, kernel.gpu if gpu_tiles else None)
+    want = np.asarray(evaluate_instruction(inst, inputs, {}))
+    tol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
