@@ -20,7 +20,7 @@ from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, 
                                      pointer_params, read_as_is, sections_ir)
 from mlcc.emit.codegen.indexing import Ranges
 from mlcc.emit.codegen.kernel import Kernel, LaunchConfig, cdiv, lowering, next_pow2, render, tl_type, triton_pointer
-from mlcc.emit.matmul_tiles import WEIGHT_TILE
+from mlcc.emit.matmul_tiles import INT8, MIN_INT8_K, WEIGHT_TILE
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction
 from mlcc.hlo.opcodes import ops_with
@@ -75,19 +75,20 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
     within GPU_SHARED_BYTES. A weight computed in its loads (``prologues``: dot1's and its gated twin's,
     dot2's; a packed weight dequantized) holds a dozen temporaries of its tile's size in registers: its tiles
     keep to WEIGHT_TILE elements (half for f32), as a matmul's weight prologue does (matmul_tiles.py)."""
-    bk_whole = max(MIN_TILE, next_pow2(k))
+    least = MIN_INT8_K if dtype in INT8 else MIN_TILE  # BLOCK_K and BLOCK_H (dot2's K): IMMA's k32 for 8 bits
+    bk_whole = max(least, next_pow2(k))
     if interpreter:
         bm = clamp_pow2(m, MIN_TILE, 64)
-        bh = max(MIN_TILE, next_pow2(h))
+        bh = max(least, next_pow2(h))
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, 256)
-        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 256)
+        bk = bk_whole if whole_k else clamp_pow2(k, least, 256)
         stages = 1
     else:
         bm = clamp_pow2(m, MIN_TILE, 32)
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, B2B_MAX_N)
-        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 64)
+        bk = bk_whole if whole_k else clamp_pow2(k, least, 64)
         stages = 2
-        bh = clamp_pow2(h, MIN_TILE, 64)
+        bh = clamp_pow2(h, least, 64)
         size = DTYPE_BYTES[dtype]
         weights = 2 if gated else 1
         if gated and not whole_rows:
@@ -95,7 +96,7 @@ def b2b_tiles(m: int, h: int, n: int, k: int, dtype: str, gated: bool, whole_row
 
         def shared() -> int:
             return (stages * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * size
-        while bh > MIN_TILE and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
+        while bh > least and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
             bh //= 2
         if shared() > GPU_SHARED_BYTES:
             stages = 1
@@ -180,8 +181,10 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     a_spec = _lhs_norm_section(io1, k)
     whole_k = a_spec is not None and a_spec["op"] != "rows"
     precision = _precision(lhs1.dtype, rhs1.shape.dtype)
-    if not precision["use_dot"] or precision["int8_dot"] or precision["fp8_dot"]:
-        raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float tiles with tl.dot, not {lhs1.dtype}")
+    int8_2 = _precision(lhs2.dtype, rhs2.shape.dtype)["int8_dot"]  # dot2's: the requantized chunk times its weight
+    if not precision["use_dot"] or precision["fp8_dot"] or (precision["int8_dot"] is None) != (int8_2 is None):
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float or 8-bit integer tiles with tl.dot, "
+                               f"not {lhs1.dtype} x {rhs1.shape.dtype} then {lhs2.dtype} x {rhs2.shape.dtype}")
     # a weight computed as it is loaded (a packed 4/8-bit weight dequantized: a weight prologue), over dot1's
     # [BLOCK_K, BLOCK_H] tiles (lane_wk, lane_wn; the gated twin's at the same offsets) or dot2's [BLOCK_H, BLOCK_N]
     # ones (lane_vk, lane_vn)
@@ -198,7 +201,7 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
                     rhs_1=rhs1_1.ptr if rhs1_1 is not None else None, rhs2=rhs2.ptr, a_norm=a_spec,
                     hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec,
                     weight=weight, weight_1=weight_1, weight2=weight2, weight_type=tl_type(rhs1.shape.dtype),
-                    weight2_type=tl_type(rhs2.shape.dtype), **precision)
+                    weight2_type=tl_type(rhs2.shape.dtype), int8_dot2=int8_2, **precision)
     whole_rows = norm is not None
     prologues = (weight is not None, weight2 is not None)
     gpu, interp = (b2b_tiles(m, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, interpreter=i,

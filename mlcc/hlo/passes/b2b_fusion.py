@@ -33,6 +33,7 @@ from mlcc.hlo.passes.pass_manager import Pass
 
 MAX_B2B_WIDTH = 256  # N1, dot1's output columns, the most a program's intermediate chunks span
 FLOATS = ("f32", "f16", "bf16")
+INT8 = ("s8", "u8")
 ROW_NORMS = ("layer-norm", "rms-norm")
 HEAVY = ("dot", "convolution", "reduce", "reduce-window", "gather", "scatter", "sort", *ROW_NORMS)
 
@@ -65,8 +66,8 @@ def _plain(dot: Instruction) -> str | None:
     a = dot.attrs
     if a["lhs_batch_dims"] or a["rhs_batch_dims"]:
         return "a dot with batch dims"
-    if any(v.shape.dtype not in FLOATS for v in (*dot.operands, dot)):
-        return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots only)"
+    if not _float(dot) and not _int8(dot):
+        return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots or 8-bit ones only)"
     if not all(v.shape.is_static for v in (*dot.operands, dot)):
         return "symbolic dims"
     return None
@@ -89,6 +90,37 @@ def _computed_weight(fusion: Instruction, dot: Instruction, which: str) -> str |
         if x.opcode in HEAVY:
             return f"the {which} dot's weight is computed with a {x.opcode} (elementwise weight loads only)"
         work.extend(x.operands)
+    return None
+
+
+def _float(dot: Instruction) -> bool:
+    return all(v.shape.dtype in FLOATS for v in (*dot.operands, dot))
+
+
+def _int8(dot: Instruction) -> bool:
+    """An s8/u8 x s8/u8 -> s32 contraction (mlcc/hlo/passes/quantized_dot.py), exact on the integer tensor cores."""
+    return all(v.shape.dtype in INT8 for v in dot.operands) and dot.shape.dtype == "s32"
+
+
+def _integer_pair(consumer: Instruction, dot2: Instruction, producer: Instruction,
+                  dots1: list[Instruction]) -> str | None:
+    """Why two dots, at least one of them 8-bit, cannot be a b2b kernel's pair, if so: both must be 8-bit (the
+    intermediate requantized to 8 bits by the first dot's epilogue on chip and fed to the second's integer
+    tensor-core product), with their operands read as stored, one dot on the first lhs, and no first pass over
+    an activation (a dynamic quantization's min and max span the whole intermediate)."""
+    if not all(_int8(d) for d in (*dots1, dot2)):
+        return "one dot multiplies 8-bit integers, the other floats"
+    if len(dots1) > 1:
+        return "two 8-bit dots on the first lhs"
+    for fusion, d in ((producer, dots1[0]), (consumer, dot2)):
+        if fusion.opcode != "fusion":
+            continue
+        if any(i.opcode == "reduce" for i in fusion.called.instructions):
+            return "a dot quantizes its activations with their min and max (a pass over all of them first)"
+        if _outer(fusion, d.operands[1]) is None:
+            return "an 8-bit dot computes its weight in its loads"
+    if producer.opcode == "fusion" and _outer(producer, dots1[0].operands[0]) is None:
+        return "the first 8-bit dot computes its lhs in its loads"
     return None
 
 
@@ -139,6 +171,10 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
         if why is not None:
             return why
     dot1 = dots1[0]
+    if not all(_float(d) for d in (*dots1, dot2)):
+        why = _integer_pair(consumer, dot2, producer, dots1)
+        if why is not None:
+            return why
     if len(dots1) > 2 or (len(dots1) == 2 and dots1[1].operands[0] is not dot1.operands[0]):
         return "the first fusion holds dots on different lhs"
     if producer.opcode == "fusion":
