@@ -240,3 +240,78 @@ def test_gated_mlp_with_its_three_weights_dequantized_in_their_loads(gpu_tiles, 
     want = np.asarray(evaluate_instruction(inst, inputs, {}))
     tol = TOLERANCE[dtype]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+def int8_ffn(m: int, k: int, h: int, n: int) -> str:
+    """An int8 QDQ encoder's FFN (tests/data/models/quant/encoder_qdq): u8 x s8 -> s32, dequantized (the lhs zero
+    point's column sums, both scales, a bias), GELU, requantized to u8 (round half to even, zero point, clamp),
+    then u8 x s8 -> s32 dequantized plus a float residual."""
+    dots = "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+
+    def splat(name: str, t: str, value: float, dims: str) -> str:
+        return (f"  %{name}.s = {t}[] constant(), value={{{value}}}\n"
+                f"  %{name} = {t}[{dims}]{{1,0}} broadcast(%{name}.s), dimensions={{}}")
+    return f"""
+%fused {{
+  %p0 = u8[{m},{k}]{{1,0}} parameter(0)
+  %p1 = s8[{k},{h}]{{1,0}} parameter(1)
+  %p2 = f32[{h}]{{0}} parameter(2)
+  %p3 = f32[{h}]{{0}} parameter(3)
+  %p4 = s8[{h},{n}]{{1,0}} parameter(4)
+  %p5 = f32[{m},{n}]{{1,0}} parameter(5)
+  %d1 = s32[{m},{h}]{{1,0}} dot(%p0, %p1), {dots}
+  %f1 = f32[{m},{h}]{{1,0}} convert(%d1)
+  %cs = f32[{m},{h}]{{1,0}} broadcast(%p2), dimensions={{1}}
+{splat("zp1", "f32", 131.0, f"{m},{h}")}
+  %zc = f32[{m},{h}]{{1,0}} multiply(%cs, %zp1)
+  %c1 = f32[{m},{h}]{{1,0}} subtract(%f1, %zc)
+{splat("s1", "f32", 0.00005, f"{m},{h}")}
+  %x1 = f32[{m},{h}]{{1,0}} multiply(%c1, %s1)
+  %b1 = f32[{m},{h}]{{1,0}} broadcast(%p3), dimensions={{1}}
+  %a1 = f32[{m},{h}]{{1,0}} add(%x1, %b1)
+  %g = f32[{m},{h}]{{1,0}} gelu(%a1), approximate=none
+{splat("inv", "f32", 53.7, f"{m},{h}")}
+  %q = f32[{m},{h}]{{1,0}} multiply(%g, %inv)
+  %r = f32[{m},{h}]{{1,0}} round-nearest-even(%q)
+{splat("zp2", "f32", 11.0, f"{m},{h}")}
+  %qz = f32[{m},{h}]{{1,0}} add(%r, %zp2)
+  %lo = f32[] constant(), value={{0.0}}
+  %hi = f32[] constant(), value={{255.0}}
+  %cl = f32[{m},{h}]{{1,0}} clamp(%lo, %qz, %hi)
+  %hq = u8[{m},{h}]{{1,0}} convert(%cl)
+  %d2 = s32[{m},{n}]{{1,0}} dot(%hq, %p4), {dots}
+  %f2 = f32[{m},{n}]{{1,0}} convert(%d2)
+{splat("s2", "f32", 0.00037, f"{m},{n}")}
+  %x2 = f32[{m},{n}]{{1,0}} multiply(%f2, %s2)
+  ROOT %y = f32[{m},{n}]{{1,0}} add(%x2, %p5)
+}}
+ENTRY %main {{
+  %x = u8[{m},{k}]{{1,0}} parameter(0)
+  %w1 = s8[{k},{h}]{{1,0}} parameter(1)
+  %colsum = f32[{h}]{{0}} parameter(2)
+  %bias = f32[{h}]{{0}} parameter(3)
+  %w2 = s8[{h},{n}]{{1,0}} parameter(4)
+  %res = f32[{m},{n}]{{1,0}} parameter(5)
+  ROOT %f = f32[{m},{n}]{{1,0}} fusion(%x, %w1, %colsum, %bias, %w2, %res), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_int8_ffn_requantized_on_chip_between_two_integer_dots(gpu_tiles):
+    # 24 rows, K = 64, h = 160 (chunks of at least 32, IMMA's k, for dot2; a partial last one), n = 48: the u8
+    # intermediate is requantized in registers and shifted to s8 for the second integer product; the
+    # products are exact in int32, so the kernel matches the evaluator to f32 rounding
+    inst = fusion(int8_ffn(24, 64, 160, 48))
+    kernel = lower(inst, "k")
+    c = kernel.gpu.constexprs
+    assert c["BLOCK_K"] >= 32 and c["BLOCK_H"] >= 32
+    assert "hc = (hc.to(tl.int32) - 128).to(tl.int8)" in kernel.source  # u8 x s8 on the signed tensor cores
+    rng = np.random.default_rng(2)
+    w1 = rng.integers(-128, 128, (64, 160), dtype=np.int8)
+    inputs = [rng.integers(0, 256, (24, 64), dtype=np.uint8), w1, w1.astype(np.float32).sum(0),
+              rng.standard_normal(160).astype(np.float32) * 0.1, rng.integers(-128, 128, (160, 48), dtype=np.int8),
+              rng.standard_normal((24, 48)).astype(np.float32)]
+    (got,) = run_kernel(kernel, inst, inputs, kernel.gpu if gpu_tiles else None)
+    want = np.asarray(evaluate_instruction(inst, inputs, {}))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -219,3 +219,72 @@ def test_a_dequantized_mlp_whose_intermediate_is_an_output_too_is_explained_with
     assert not any("computes its weight" in n for n in module.analyses.fusion_explanations)
     fusions = [i for i in module.entry.instructions if i.opcode == "fusion"]
     assert len(fusions) == 2 and all(i.operands[1].shape.dtype == "u8" for i in fusions)  # packed bytes read
+
+
+INT8_W = {"w1": RNG.integers(-128, 128, (8, 32)).astype(np.int8), "w2": RNG.integers(-128, 128, (32, 8)).astype(np.int8)}
+DOTS_2 = "lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+
+
+def int8_ffn(first: str = "int8") -> str:
+    """An int8 QDQ FFN as quantized_dot.py leaves it: u8 x s8 -> s32, dequantized, GELU, requantized to u8
+    (round, zero point 7, clamp), u8 x s8 -> s32 dequantized; with first="float" the first dot is a float
+    one (its weight dequantized to f32 once) and only the second is 8-bit."""
+    h = "[1,4,32]{2,1,0}"
+    if first == "int8":
+        d1 = f"""    %d1 = s32{h} dot(%x, %w1), {DOTS_2}
+    %f1 = f32{h} convert(%d1)"""
+    else:
+        d1 = f"""    %xf = f32[1,4,8]{{2,1,0}} convert(%x)
+    %w1f = f32[8,32]{{1,0}} convert(%w1)
+    %f1 = f32{h} dot(%xf, %w1f), {DOTS_2}"""
+    return f"""
+  ENTRY %main {{
+    %x = u8[1,4,8]{{2,1,0}} parameter(0), name=x
+    %w1 = s8[8,32]{{1,0}} constant(), ref=w1
+    %w2 = s8[32,8]{{1,0}} constant(), ref=w2
+{d1}
+    %s1 = f32{h} constant(), splat=0.001
+    %x1 = f32{h} multiply(%f1, %s1)
+    %g = f32{h} gelu(%x1), approximate=none
+    %inv = f32{h} constant(), splat=40
+    %q = f32{h} multiply(%g, %inv)
+    %r = f32{h} round-nearest-even(%q)
+    %zp = f32{h} constant(), splat=7
+    %qz = f32{h} add(%r, %zp)
+    %lo = f32[] constant(), value={{0.0}}
+    %hi = f32[] constant(), value={{255.0}}
+    %cl = f32{h} clamp(%lo, %qz, %hi)
+    %hq = u8{h} convert(%cl)
+    %d2 = s32[1,4,8]{{2,1,0}} dot(%hq, %w2), {DOTS_2}
+    %f2 = f32[1,4,8]{{2,1,0}} convert(%d2)
+    %s2 = f32[1,4,8]{{2,1,0}} constant(), splat=0.0003
+    ROOT %y = f32[1,4,8]{{2,1,0}} multiply(%f2, %s2)
+  }}"""
+
+
+def test_an_int8_ffn_requantizing_its_intermediate_becomes_one_b2b_fusion():
+    # the u8 intermediate (the first dot's epilogue requantizes the GELU output) stays on chip and is the
+    # second integer dot's lhs: the fusion reads the u8 input, both s8 weights, and nothing in between
+    text = int8_ffn()
+    module = load(text, INT8_W)
+    Fusion().run(module)
+    assert B2bFusion().run(module)
+    verify_module(module)
+    assert_same_values(load(text, INT8_W), module)
+    (b2b,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert b2b.attrs["kind"] == "b2b" and [o.name for o in b2b.operands] == ["x", "w1", "w2"]
+    dots = [i for i in b2b.called.instructions if i.opcode == "dot"]
+    assert [(d.operands[0].shape.dtype, d.operands[1].shape.dtype, d.shape.dtype) for d in dots] == [
+        ("u8", "s8", "s32"), ("u8", "s8", "s32")]
+    assert not [n for n in module.analyses.fusion_explanations if "b2b" in n]
+
+
+def test_a_float_dot_then_an_int8_one_stay_apart_and_are_explained():
+    text = int8_ffn(first="float")
+    module = load(text, INT8_W)
+    Fusion().run(module)
+    assert not B2bFusion().run(module)
+    verify_module(module)
+    assert_same_values(load(text, INT8_W), module)
+    notes = [n for n in module.analyses.fusion_explanations if "b2b" in n]
+    assert len(notes) == 1 and "one dot multiplies 8-bit integers, the other floats" in notes[0], notes
