@@ -9,6 +9,13 @@ reaches memory and the tiles stay small: dot1's weight in [BLOCK_K, BLOCK_H] til
 BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has 64 KiB of LDS). BLOCK_N
 spans N2 when N2 is at most B2B_MAX_N and the shared memory allows (always when dot2's epilogue normalizes
 rows); with more than one tile of dot2's columns each program recomputes its rows' h.
+
+Quantized pairs (b2b_fusion.py): a weight the fusion computes from packed bytes, scales and zero points (a
+4-bit decoder's MLP: gate, up and down each) is dequantized as its tile loads (templates/_weight_tile.jinja's
+tile macro; dot1's [BLOCK_K, BLOCK_H] tiles, dot2's [BLOCK_H, BLOCK_N] ones, each at most WEIGHT_TILE
+elements as a matmul's weight prologue keeps them); two 8-bit integer dots accumulate exactly in int32 (an
+unsigned tile shifted to s8 and the shift's products added back, as templates/_int8_dot.jinja does), the
+first epilogue requantizing h to 8 bits in registers, with BLOCK_K and BLOCK_H at least IMMA's k of 32.
 """
 
 from __future__ import annotations

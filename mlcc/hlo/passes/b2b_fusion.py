@@ -17,10 +17,18 @@ This pass runs after Fusion and merges such pairs into one fusion of kind ``b2b`
 
 The consumer may be a bare dot, and row-major bitcasts may sit between the two. A pair is merged only
 when the intermediate has no other user (the two fusions' chain is its only reader and it is no model
-output), both dots are float dots without batch dims whose weights are read as they are (no weight
-prologue), dot1's output columns are exactly dot2's contracted elements, at most MAX_B2B_WIDTH of them,
-and dot2 holds no second accumulator. dot1 may normalize its A tiles (a norm prologue) and pair with a
-second dot on the same lhs (a gated MLP). Each refusal is reported by ``--explain-fusion``.
+output), both dots are without batch dims, dot1's output columns are exactly dot2's contracted elements, at
+most MAX_B2B_WIDTH of them, and dot2 holds no second accumulator. dot1 may normalize its A tiles (a norm
+prologue) and pair with a second dot on the same lhs (a gated MLP). Quantized builds take it too:
+- float dots may compute their weights as they load them (a weight prologue: a 4/8-bit weight-only
+  decoder's packed bytes unpacked, zero point subtracted, block scale applied; MatMulNBits or blocked int4
+  DequantizeLinear), in both dots and in the gated pair: the kernel dequantizes each weight tile in
+  registers, so neither the weights nor the intermediate reach memory;
+- or both dots are 8-bit integer contractions (u8/s8 x s8 -> s32, quantized_dot.py) whose operands are
+  read as stored: dot1's epilogue (dequantize, bias, GELU, requantize) leaves the intermediate as u8/s8 on
+  chip, the second integer product's lhs. Not with a dynamic quantization (its scale is the min and max of
+  the whole intermediate), nor one float and one integer dot.
+Each refusal is reported by ``--explain-fusion``.
 """
 
 from __future__ import annotations
@@ -136,6 +144,8 @@ def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, lis
         return None
     dot2 = dots[0]
     x = _outer(consumer, dot2.operands[0])
+    if x is None:  # a norm prologue's dot2 is no pair's and needs no word; a quantizing one's is explained
+        return _computed_lhs(consumer, dot2) if _int8(dot2) else None
     views: list[Instruction] = []
     while x is not None and x.opcode == "bitcast":
         views.append(x)
@@ -147,6 +157,32 @@ def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, lis
     dots1 = _dots(producer)
     why = _why_not(consumer, dot2, producer, dots1, views, outputs)
     return producer, views, why
+
+
+def _computed_lhs(consumer: Instruction, dot2: Instruction) -> tuple[Instruction, list[Instruction], str] | None:
+    """(producer, no views, why not) where the second (8-bit) dot computes its lhs from a dot's result as it
+    loads it (the activation quantized in the A loads, as a dynamic quantization's is); None where no dot's
+    result is read there."""
+    work, seen, reduces = [dot2.operands[0]], set(), False
+    sources: list[Instruction] = []
+    while work:
+        x = work.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode == "parameter":
+            outer = _views_below(consumer.operands[x.attrs["index"]])
+            if _dots(outer) and outer not in sources:
+                sources.append(outer)
+            continue
+        reduces = reduces or x.opcode == "reduce"
+        work.extend(x.operands)
+    if len(sources) != 1:
+        return None
+    why = ("the second dot quantizes the intermediate with the min and max of all of it (a dynamic "
+           "quantization: a pass over the whole intermediate first)") if reduces else \
+        "the second dot quantizes the intermediate as it loads it"
+    return sources[0], [], why
 
 
 def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, dots1: list[Instruction],
