@@ -9,6 +9,11 @@ reaches memory and the tiles stay small: dot1's weight in [BLOCK_K, BLOCK_H] til
 BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has 64 KiB of LDS). BLOCK_N
 spans N2 when N2 is at most B2B_MAX_N and the shared memory allows (always when dot2's epilogue normalizes
 rows); with more than one tile of dot2's columns each program recomputes its rows' h.
+
+The rows may be symbolic (a batch or sequence): the kernel takes them as ``sym_`` arguments for its row masks
+and the grid is the runtime's expression of them, the tiles chosen for their largest (or planned) value. The
+tiles register a Tiling (mlcc/emit/tiling.py): a per-target heuristic, a model of shared memory and registers
+per thread, and candidates, so `mlcc tune` searches b2b configs and a tuning database's entries apply.
 """
 
 from __future__ import annotations
@@ -92,15 +97,17 @@ def b2b_shared_bytes(problem: dict, bm: int, bh: int, bn: int, bk: int, stages: 
     return (max(stages, 1) * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * DTYPE_BYTES[problem["dtype"]]
 
 
-def b2b_registers(problem: dict, bm: int, bh: int, bn: int, bk: int, threads: int) -> int:
-    """32-bit registers per thread for a program's tiles: dot2's f32 accumulator and the chunk's (two for a
-    gated MLP) live across the whole chunk loop; an A tile, dot1's weight tile(s), the chunk in the element
-    type and dot2's weight tile live within a step."""
+def b2b_registers(problem: dict, bm: int, bh: int, bn: int, bk: int, stages: int, threads: int) -> int:
+    """32-bit registers per thread for a program's tiles: dot2's f32 accumulator, the chunk's (two for a gated
+    MLP) and the chunk's f32 epilogue value live across the chunk loop; the K loop's A and weight tiles once
+    per pipeline stage, the chunk in the element type and dot2's weight tile within a step. Checked against
+    Triton's sm_90 binaries (BENCHMARKS.md): it refuses the measured configs that spill heavily, and keeps
+    the heuristic's and the tuning candidates' (b2b_candidates) at 0 spills."""
     words = DTYPE_BYTES[problem["dtype"]] / 4
     weights = 2 if problem["gated"] else 1
-    accumulators = bm * bn + weights * bm * bh
-    operands = (bm * bk + weights * bk * bh + bm * bh + bh * bn) * words
-    return math.ceil((accumulators + operands) / threads)
+    f32 = bm * bn + weights * bm * bh + bm * bh
+    operands = (max(stages, 1) * (bm * bk + weights * bk * bh) + bm * bh + bh * bn) * words
+    return math.ceil((f32 + operands) / threads)
 
 
 def b2b_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stages: int,
@@ -168,7 +175,7 @@ def b2b_heuristic(problem: dict, target: Target) -> LaunchConfig:
     def over() -> bool:
         bm, bh, bn, bk = (tiles[x] for x in ("BLOCK_M", "BLOCK_H", "BLOCK_N", "BLOCK_K"))
         return (b2b_shared_bytes(problem, bm, bh, bn, bk, stages) > target.shared_bytes
-                or b2b_registers(problem, bm, bh, bn, bk, threads) > target.registers)
+                or b2b_registers(problem, bm, bh, bn, bk, stages, threads) > target.registers)
     if not over():
         return config
     for name in ("BLOCK_H", "BLOCK_N", "BLOCK_M"):
@@ -181,7 +188,7 @@ def _b2b_resources(problem: dict, config: LaunchConfig, warp_size: int) -> Resou
     c = config.constexprs
     bm, bh, bn, bk = c["BLOCK_M"], c["BLOCK_H"], c["BLOCK_N"], c["BLOCK_K"]
     return Resources(b2b_shared_bytes(problem, bm, bh, bn, bk, config.num_stages),
-                     b2b_registers(problem, bm, bh, bn, bk, config.num_warps * warp_size))
+                     b2b_registers(problem, bm, bh, bn, bk, config.num_stages, config.num_warps * warp_size))
 
 
 # (BLOCK_M, BLOCK_H, BLOCK_N) `mlcc tune` tries, each shrunk to the problem (BLOCK_N spans a normalized row;
@@ -192,16 +199,21 @@ B2B_CANDIDATES = ((16, 32, 64), (16, 64, 64), (16, 64, 128), (32, 32, 64), (32, 
 
 
 def b2b_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
+    """Each shape of B2B_CANDIDATES shrunk to the problem, K tiles of 32 and 64, 4 warps (8 too for tiles of
+    at least 64 x 64 with at most 32 rows: with more rows every 8-warp config measured spilled), stages
+    around the target's pipelining."""
     stage_choices = [1, 2] if target.vendor == "amd" else [2, 3]
     whole_n = max(MIN_TILE, next_pow2(problem["n"]))
     configs = []
     for bm, bh, bn in B2B_CANDIDATES:
         for bk in (32, 64):
-            tiles = {"BLOCK_M": clamp_pow2(problem["m"], MIN_TILE, bm), "BLOCK_H": clamp_pow2(problem["h"], MIN_TILE, bh),
+            tiles = {"BLOCK_M": clamp_pow2(problem["m"], MIN_TILE, bm),
+                     "BLOCK_H": clamp_pow2(problem["h"], MIN_TILE, bh),
                      "BLOCK_N": whole_n if problem["whole_rows"] else clamp_pow2(problem["n"], MIN_TILE, bn),
                      "BLOCK_K": max(MIN_TILE, next_pow2(problem["k"])) if problem["whole_k"]
                      else clamp_pow2(problem["k"], MIN_TILE, bk)}
-            for warps in (4, 8) if tiles["BLOCK_M"] * tiles["BLOCK_N"] >= 64 * 64 else (4,):
+            eight = tiles["BLOCK_M"] * tiles["BLOCK_N"] >= 64 * 64 and tiles["BLOCK_M"] <= 32
+            for warps in (4, 8) if eight else (4,):
                 for stages in stage_choices:
                     config = b2b_config(problem, tiles, warps, stages)
                     if config not in configs:
@@ -295,8 +307,9 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
         raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float tiles with tl.dot, not {lhs1.dtype}")
     scalars = kernel_symbols(*inputs, out, *fusion.called.instructions)
     params = pointer_params(fusion) + [f"sym_{s}" for s in scalars]
-    source = render("b2b.py.jinja", kernel_name=kernel_name, m=rows, n=n, k=k, h=h, m_axes=m_axes, out_m_axes=out_m_axes,
-                    n_axes=n_axes, k_axes=k_axes, h_axes=h_axes, k2_axes=k2_axes, wide=wide, params=params,
+    source = render("b2b.py.jinja", kernel_name=kernel_name, m=rows, n=n, k=k, h=h, m_axes=m_axes,
+                    out_m_axes=out_m_axes, n_axes=n_axes, k_axes=k_axes, h_axes=h_axes, k2_axes=k2_axes, wide=wide,
+                    params=params,
                     lhs=lhs.ptr if a_norm is None else None, rhs=rhs1.ptr,
                     rhs_1=rhs1_1.ptr if rhs1_1 is not None else None, rhs2=rhs2.ptr, a_norm=a_spec,
                     hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec, **precision)
@@ -307,8 +320,8 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
         + (a_spec["ops"] * m * k if a_spec else 0)
     return Kernel(kernel_name, "b2b.py.jinja", source,
                   [triton_pointer(s) for s in inputs] + [triton_pointer(out)] + ["i32"] * len(scalars), gpu=gpu,
-                  interpreter=interp, flops=flops, extra={"problem": problem}, scalars=scalars, body_ir=sections_ir(hidden=hidden, epilogue=post,
-                                                    **({"a_norm": a_spec["x"]} if a_spec else {})))
+                  interpreter=interp, flops=flops, extra={"problem": problem}, scalars=scalars,
+                  body_ir=sections_ir(hidden=hidden, epilogue=post, **({"a_norm": a_spec["x"]} if a_spec else {})))
 
 
 def _hidden(dot2: Instruction, dot1: Instruction) -> Instruction:
