@@ -8,7 +8,6 @@ database's entries as written by `mlcc tune`.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

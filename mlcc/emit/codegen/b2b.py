@@ -97,17 +97,23 @@ def b2b_shared_bytes(problem: dict, bm: int, bh: int, bn: int, bk: int, stages: 
     return (max(stages, 1) * (bm * bk + weights * bk * bh) + bh * bn + bm * bh) * DTYPE_BYTES[problem["dtype"]]
 
 
+CHUNK_DOT_WORDS = 7  # registers per element of a [BLOCK_M, BLOCK_H] chunk for dot1's product, over the threads
+
+
 def b2b_registers(problem: dict, bm: int, bh: int, bn: int, bk: int, stages: int, threads: int) -> int:
     """32-bit registers per thread for a program's tiles: dot2's f32 accumulator, the chunk's (two for a gated
     MLP) and the chunk's f32 epilogue value live across the chunk loop; the K loop's A and weight tiles once
-    per pipeline stage, the chunk in the element type and dot2's weight tile within a step. Checked against
-    Triton's sm_90 binaries (BENCHMARKS.md): it refuses the measured configs that spill heavily, and keeps
-    the heuristic's and the tuning candidates' (b2b_candidates) at 0 spills."""
+    per pipeline stage, the chunk in the element type and dot2's weight tile within a step; and the operand
+    fragments of dot1's [BLOCK_M, BLOCK_H] product (f32 dots run on FMA units, which hold a thread's rows and
+    columns of both operands), CHUNK_DOT_WORDS per chunk element. Calibrated on Triton's sm_90 binaries of a
+    [batch, 256] -> 256 -> 256 FFN (BENCHMARKS.md): the chunk's width costs registers far beyond its tiles'
+    size (32 x 64 chunks spilled at every N and K tile; 32 x 32 ones did not)."""
     words = DTYPE_BYTES[problem["dtype"]] / 4
     weights = 2 if problem["gated"] else 1
     f32 = bm * bn + weights * bm * bh + bm * bh
     operands = (max(stages, 1) * (bm * bk + weights * bk * bh) + bm * bh + bh * bn) * words
-    return math.ceil((f32 + operands) / threads)
+    fragments = CHUNK_DOT_WORDS * weights * bm * bh
+    return math.ceil((f32 + operands + fragments) / threads)
 
 
 def b2b_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stages: int,
