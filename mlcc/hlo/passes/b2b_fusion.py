@@ -19,17 +19,17 @@ The consumer may be a bare dot, and row-major bitcasts may sit between the two. 
 when the intermediate has no other user (the two fusions' chain is its only reader and it is no model
 output), both dots are float dots without batch dims whose weights are read as they are (no weight
 prologue), dot1's output columns are exactly dot2's contracted elements, at most MAX_B2B_WIDTH of them,
-and dot2 holds no second accumulator. dot1 may normalize its A tiles (a norm prologue) and pair with a
-second dot on the same lhs (a gated MLP). Each refusal is reported by ``--explain-fusion``.
+and dot2 holds no second accumulator. The rows (the lhs's free dims) may be symbolic, as a model's batch
+or sequence is; the weights and a row's elements must be static. dot1 may normalize its A tiles (a norm
+prologue) and pair with a second dot on the same lhs (a gated MLP). Each refusal is reported by ``--explain-fusion``.
 """
 
 from __future__ import annotations
 
-import math
-
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.symbolic import Sym, as_sym, product
 
 MAX_B2B_WIDTH = 256  # N1, dot1's output columns, the most a program's intermediate chunks span
 FLOATS = ("f32", "f16", "bf16")
@@ -66,13 +66,14 @@ def _plain(dot: Instruction) -> str | None:
         return "a dot with batch dims"
     if any(v.shape.dtype not in FLOATS for v in (*dot.operands, dot)):
         return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots only)"
-    if not all(v.shape.is_static for v in (*dot.operands, dot)):
-        return "symbolic dims"
+    if not dot.operands[1].shape.is_static:  # so are the contracted dims (and a row of the result): rows alone vary
+        return "a weight of symbolic dims"
     return None
 
 
-def _numel(dims) -> int:
-    return math.prod(int(d) for d in dims)
+def _numel(dims) -> Sym:
+    """The element count of dims, symbolic where one is (a b2b kernel's rows may be)."""
+    return as_sym(product(list(dims)))
 
 
 def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, list[Instruction], str | None] | None:
@@ -135,9 +136,10 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
     if lc2 != list(range(lhs2.rank - len(lc2), lhs2.rank)):
         return "the second dot contracts dims that are not its lhs's last"
     lc1 = list(dot1.attrs["lhs_contracting_dims"])
+    rc1 = list(dot1.attrs["rhs_contracting_dims"])
     m1 = _numel(d for i, d in enumerate(dot1.operands[0].shape.dims) if i not in lc1)
-    n1 = _numel(dot1.shape.dims) // max(m1, 1)
-    k2 = _numel(lhs2.dims[lhs2.rank - len(lc2):])
+    n1 = _numel(d for i, d in enumerate(dot1.operands[1].shape.dims) if i not in rc1).value  # a static weight's
+    k2 = _numel(lhs2.dims[lhs2.rank - len(lc2):]).value  # static (_plain): the intermediate's row
     if n1 != k2 or m1 * n1 != _numel(lhs2.dims):
         return f"the first dot's {n1} output columns are not the second dot's {k2} contracted elements"
     if n1 > MAX_B2B_WIDTH:
