@@ -116,9 +116,8 @@ def test_gpt2_with_a_symbolic_seq_compiles_once_and_runs_at_every_length(gpt2_dy
 
 def test_symbolic_gpt2_launches_as_many_kernels_as_a_static_one(gpt2_dyn, tmp_path):
     _, result = gpt2_dyn
-    # (back-to-back GEMM fusion takes static rows only: the static build is compared without it)
-    static = mlcc.compile(SHARED_MODELS / "gpt2_dyn_tiny.onnx", tmp_path / "s", targets=[], shapes={"seq": [16]},
-                          disable_passes=["b2b-fusion"])
+    # (both builds take back-to-back GEMM fusion: b2b kernels take symbolic rows)
+    static = mlcc.compile(SHARED_MODELS / "gpt2_dyn_tiny.onnx", tmp_path / "s", targets=[], shapes={"seq": [16]})
     symbolic = json.loads((result.out_dir / "manifest.json").read_text())
     assert len(symbolic["schedule"]) == len(json.loads((static.out_dir / "manifest.json").read_text())["schedule"])
     assert all(launch["scalars"] == ["seq"] for launch in symbolic["schedule"])
@@ -161,8 +160,7 @@ def test_reexported_gpt2_tiny_fuses_like_the_static_export(gpt2_tiny_dynseq):
     # with symbolic sizes as they are for the static gpt2_tiny
     _, result = gpt2_tiny_dynseq
     m = json.loads((result.out_dir / "manifest.json").read_text())
-    static = mlcc.compile(SHARED_MODELS / "gpt2_tiny.onnx", result.out_dir.parent / "static", targets=[],
-                          disable_passes=["b2b-fusion"])  # b2b takes static rows only
+    static = mlcc.compile(SHARED_MODELS / "gpt2_tiny.onnx", result.out_dir.parent / "static", targets=[])
     assert len(m["schedule"]) == len(static.manifest["schedule"])
     assert sum(k["template"] == "attention.py.jinja" for k in m["kernels"]) == 1
 

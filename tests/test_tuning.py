@@ -1,7 +1,8 @@
 """Per-target launch configs in the bundle, the tuning database, and `mlcc tune`.
 
-One small model (mlp.onnx, three matmul kernels) compiled for sm_80, sm_90 and gfx942: Triton compiles
-all three without a GPU. References are independent of mlcc's own choices: Triton's metadata of each
+One small model (mlp.onnx: a b2b kernel for its first two GEMMs and a matmul kernel for the third; three
+matmul kernels with back-to-back fusion off) compiled for sm_80, sm_90 and gfx942: Triton compiles all three
+without a GPU. References are independent of mlcc's own choices: Triton's metadata of each
 binary, grids computed here from the output shapes, onnxruntime's outputs, the vendors' shared-memory
 sizes.
 """
@@ -15,8 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,23 +30,20 @@ TARGETS = ["sm_80", "sm_90", "gfx942"]
 SHARED_LIMIT = {"sm_80": 164 * 1024, "sm_90": 228 * 1024, "gfx942": 64 * 1024}
 
 
-# The mlp's three GEMMs stay three matmul kernels here: back-to-back fusion (b2b-fusion) would chain the first
-# two into one b2b kernel, whose launch config mlcc tune does not search.
+# The database tests write matmul entries (BLOCK_M/N/K, GROUP_M) for the mlp's GEMMs, so they compile it with
+# back-to-back fusion (b2b-fusion) off: its three GEMMs stay three matmul kernels. `mlcc tune`'s tests take the
+# default pipeline (the first two GEMMs one b2b kernel, whose tiles tune searches too: tests/test_b2b_symbolic.py).
 NO_B2B = ["b2b-fusion"]
 
 
-def compile_(*args, **options):
-    return mlcc.compile(*args, disable_passes=NO_B2B, **options)
+def compile_(*args, b2b: bool = False, **options):
+    return mlcc.compile(*args, disable_passes=[] if b2b else NO_B2B, **options)
 
 
-def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd=None, b2b: bool = False) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if args and args[0] == "compile":
+    if args and args[0] == "compile" and not b2b:
         args = (*args, "--disable-pass", NO_B2B[0])
-    elif args and args[0] == "tune":
-        config = Path(tempfile.gettempdir()) / f"mlcc-test-tuning-{os.getpid()}.yaml"
-        config.write_text(yaml.safe_dump({"disable_passes": NO_B2B}))
-        args = (*args, "--config", str(config))
     return subprocess.run([sys.executable, "-m", "mlcc.cli", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
@@ -295,12 +291,14 @@ def test_tune_merges_its_winners_into_the_database_and_compile_takes_them(model,
     other = {"0" * 64: {"sm_80": {"constexprs": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8},
                                   "num_warps": 4, "num_stages": 2}}}
     db = write_db(tmp_path / "tuning.yaml", other)
-    results = tune.tune_model(model, db, mlcc.CompileOptions(disable_passes=NO_B2B), repeat=3)
-    assert len(results) == len(winners) == 3 and all(r["best_us"] == 5.0 for r in results)
+    results = tune.tune_model(model, db, mlcc.CompileOptions(), repeat=3)
+    # the b2b kernel (the first two GEMMs) and the matmul kernel of the third
+    assert sorted(r["template"] for r in results) == ["b2b.py.jinja", "matmul.py.jinja"]
+    assert len(results) == len(winners) == 2 and all(r["best_us"] == 5.0 for r in results)
     data = yaml.safe_load(db.read_text())
     assert data["kernels"]["0" * 64]["targets"] == other["0" * 64]
     bundle = tmp_path / "b"
-    compile_(model, bundle, targets=["sm_90"], tuning_db=str(db), require_tuned=True, quiet=True)
+    compile_(model, bundle, b2b=True, targets=["sm_90"], tuning_db=str(db), require_tuned=True, quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     for k in m["kernels"]:
         assert k["binaries"]["sm_90"]["config"] == winners[k["signature"]].to_json()
@@ -321,7 +319,7 @@ def lowered(model, target: str = "sm_90", **options):
     from mlcc.compiler import lower_model
     from mlcc.emit.target.targets import parse_target
     from mlcc.emit.tiling import tunable
-    module, kernels, launches = lower_model(model, mlcc.CompileOptions(**{"disable_passes": NO_B2B, **options}), [parse_target(target)])
+    module, kernels, launches = lower_model(model, mlcc.CompileOptions(**options), [parse_target(target)])
     first = {}
     for inst, name in launches:
         if tunable(kernels[name]):
@@ -342,7 +340,7 @@ def test_a_candidate_that_writes_only_part_of_the_output_is_dropped(model, monke
 
     import mlcc.emit.target.tune as tune
     from mlcc.emit.target.targets import parse_target
-    kernels, _ = lowered(model)
+    kernels, _ = lowered(model, disable_passes=NO_B2B)   # a matmul kernel of more than one program
     kernel, inst = next(ki for ki in kernels.values() if ki[0].config_for(parse_target("sm_90")).grid[0] > 1)
     heuristic = tune.tuning_candidates(kernel, parse_target("sm_90"))[0]
     partial = dataclasses.replace(heuristic, grid=(1, 1, 1))
@@ -383,9 +381,11 @@ def test_a_symbolic_kernel_is_tuned_at_the_top_of_its_range_with_its_scalars(mon
     import mlcc.emit.target.tune as tune
     from mlcc.emit.target.targets import parse_target
     torch = pytest.importorskip("torch")
-    kernels, symbols = lowered(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", shapes={"seq": "1..16"})
+    kernels, symbols = lowered(ROOT / "tests/data/models/gpt2_dyn_tiny.onnx", shapes={"seq": "1..16"},
+                               disable_passes=NO_B2B)
     assert symbols == {"seq": (1, 16)}
-    # the last MLP's down projection, a plain dot (the logits' GEMM now normalizes its A rows in its loads)
+    # the last MLP's down projection, a plain dot (the logits' GEMM now normalizes its A rows in its loads; with
+    # back-to-back fusion on, the MLP's two GEMMs are one b2b kernel)
     kernel, inst = next(ki for ki in kernels.values() if ki[0].scalars and ki[1].opcode == "dot"
                         and ki[1].operands[1].shape.dims == (256, 64))
     assert kernel.scalars == ["seq"] and tune.kernel_scalars(kernel, {"seq": 16}) == [16]
@@ -476,7 +476,7 @@ def test_tune_merges_winners_that_compile_then_requires(model, tmp_path):
     assert "0" * 64 in data["kernels"]   # another kernel's entry stays
     arch = device_arch()
     bundle = tmp_path / "b"
-    compile_(model, bundle, targets=[arch], tuning_db=str(db), require_tuned=True, quiet=True)
+    compile_(model, bundle, b2b=True, targets=[arch], tuning_db=str(db), require_tuned=True, quiet=True)
     m = json.loads((bundle / "manifest.json").read_text())
     for k in m["kernels"]:
         assert data["kernels"][k["signature"]]["targets"][arch]["num_warps"] == k["binaries"][arch]["num_warps"]
@@ -516,9 +516,10 @@ def test_tune_cli_on_the_simulated_device_writes_a_database_the_compile_uses(tmp
     assert proc.returncode == 0, proc.stderr
     entries = yaml.safe_load(db.read_text())["kernels"]
     assert entries and all(set(e["targets"]) == {"sm_90"} for e in entries.values())
-    compile_(model, tmp_path / "b", targets=["sm_90"], tuning_db=str(db), require_tuned=True, cache_dir="")
+    compile_(model, tmp_path / "b", b2b=True, targets=["sm_90"], tuning_db=str(db), require_tuned=True, cache_dir="")
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
-    assert {b["config_from"] for k in manifest["kernels"] for b in k["binaries"].values()} >= {"tuning-db"}
+    assert {k["template"] for k in manifest["kernels"]} == {"b2b.py.jinja", "matmul.py.jinja"}
+    assert {b["config_from"] for k in manifest["kernels"] for b in k["binaries"].values()} == {"tuning-db"}
     exe = mlcc.load(tmp_path / "b", device="sim:sm_90")
     feeds = random_inputs(manifest["inputs"], seed=3)
     got, want = exe.run(feeds), onnxruntime_outputs(model, feeds)

@@ -19,7 +19,9 @@ The consumer may be a bare dot, and row-major bitcasts may sit between the two. 
 when the intermediate has no other user (the two fusions' chain is its only reader and it is no model
 output), both dots are without batch dims, dot1's output columns are exactly dot2's contracted elements, at
 most MAX_B2B_WIDTH of them, and dot2 holds no second accumulator. dot1 may normalize its A tiles (a norm
-prologue) and pair with a second dot on the same lhs (a gated MLP). Quantized builds take it too:
+prologue) and pair with a second dot on the same lhs (a gated MLP). The rows (the lhs's free dims) may be
+symbolic, as a model's batch or sequence is; the weights and a row's elements must be static. Quantized
+builds take it too:
 - float dots may compute their weights as they load them (a weight prologue: a 4/8-bit weight-only
   decoder's packed bytes unpacked, zero point subtracted, block scale applied; MatMulNBits or blocked int4
   DequantizeLinear), in both dots and in the gated pair: the kernel dequantizes each weight tile in
@@ -33,11 +35,10 @@ Each refusal is reported by ``--explain-fusion``.
 
 from __future__ import annotations
 
-import math
-
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
+from mlcc.hlo.symbolic import Sym, as_sym, product
 
 MAX_B2B_WIDTH = 256  # N1, dot1's output columns, the most a program's intermediate chunks span
 FLOATS = ("f32", "f16", "bf16")
@@ -76,8 +77,8 @@ def _plain(dot: Instruction) -> str | None:
         return "a dot with batch dims"
     if not _float(dot) and not _int8(dot):
         return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots or 8-bit ones only)"
-    if not all(v.shape.is_static for v in (*dot.operands, dot)):
-        return "symbolic dims"
+    if not dot.operands[1].shape.is_static:  # so are the contracted dims (and a row of the result): rows alone vary
+        return "a weight of symbolic dims"
     return None
 
 
@@ -132,8 +133,9 @@ def _integer_pair(consumer: Instruction, dot2: Instruction, producer: Instructio
     return None
 
 
-def _numel(dims) -> int:
-    return math.prod(int(d) for d in dims)
+def _numel(dims) -> Sym:
+    """The element count of dims, symbolic where one is (a b2b kernel's rows may be)."""
+    return as_sym(product(list(dims)))
 
 
 def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, list[Instruction], str | None] | None:
@@ -230,9 +232,10 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
     if lc2 != list(range(lhs2.rank - len(lc2), lhs2.rank)):
         return "the second dot contracts dims that are not its lhs's last"
     lc1 = list(dot1.attrs["lhs_contracting_dims"])
+    rc1 = list(dot1.attrs["rhs_contracting_dims"])
     m1 = _numel(d for i, d in enumerate(dot1.operands[0].shape.dims) if i not in lc1)
-    n1 = _numel(dot1.shape.dims) // max(m1, 1)
-    k2 = _numel(lhs2.dims[lhs2.rank - len(lc2):])
+    n1 = _numel(d for i, d in enumerate(dot1.operands[1].shape.dims) if i not in rc1).value  # a static weight's
+    k2 = _numel(lhs2.dims[lhs2.rank - len(lc2):]).value  # static (_plain): the intermediate's row
     if n1 != k2 or m1 * n1 != _numel(lhs2.dims):
         return f"the first dot's {n1} output columns are not the second dot's {k2} contracted elements"
     if n1 > MAX_B2B_WIDTH:

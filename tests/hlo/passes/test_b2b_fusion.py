@@ -288,3 +288,42 @@ def test_a_float_dot_then_an_int8_one_stay_apart_and_are_explained():
     assert_same_values(load(text, INT8_W), module)
     notes = [n for n in module.analyses.fusion_explanations if "b2b" in n]
     assert len(notes) == 1 and "one dot multiplies 8-bit integers, the other floats" in notes[0], notes
+
+
+def symbolic_ffn(rows: str = "seq", row: str = "8", w1_rows: str = "8") -> str:
+    """ffn(16) over [1, rows, row] activations (rows symbolic: a model's sequence), weights w1 [w1_rows, 16]."""
+    return f"""
+  HloModule m, symbols={{seq={{1,64}}}}
+
+  ENTRY %main {{
+    %x = f32[1,{rows},{row}]{{2,1,0}} parameter(0), name=x
+    %w1 = f32[{w1_rows},16]{{1,0}} parameter(1), name=w1
+    %w2 = f32[16,{row}]{{1,0}} parameter(2), name=w2
+    %d1 = f32[1,{rows},16]{{2,1,0}} dot(%x, %w1), {DOTS}
+    %g = f32[1,{rows},16]{{2,1,0}} gelu(%d1), approximate=none
+    %d2 = f32[1,{rows},{row}]{{2,1,0}} dot(%g, %w2), {DOTS}
+    ROOT %r = f32[1,{rows},{row}]{{2,1,0}} add(%d2, %x)
+  }}"""
+
+
+def test_symbolic_rows_are_fused_back_to_back():
+    # a model's sequence length in the rows: the kernel takes the row count at run time (before, "symbolic dims")
+    text = symbolic_ffn()
+    module = load(text)
+    Fusion().run(module)
+    assert B2bFusion().run(module)
+    verify_module(module)
+    (b2b,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert b2b.attrs["kind"] == "b2b" and str(b2b.shape) == "f32[1,seq,8]{2,1,0}"
+    assert [o.name for o in b2b.operands] == ["x", "w1", "w2"]
+    for seq in (1, 5, 64):
+        assert_same_values(load(text), module, symbols={"seq": seq})
+
+
+def test_a_symbolic_row_length_stays_apart_and_is_explained():
+    # the rows may be symbolic; the elements of a row (dot1's K: a weight's dims) not
+    module = load(symbolic_ffn(rows="4", row="seq", w1_rows="seq"))
+    Fusion().run(module)
+    assert not B2bFusion().run(module)
+    notes = [n for n in module.analyses.fusion_explanations if "b2b" in n]
+    assert len(notes) == 1 and "a weight of symbolic dims" in notes[0], notes
