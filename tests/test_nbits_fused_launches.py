@@ -1,9 +1,9 @@
-"""A 4-bit decoder's decode step in the float model's launches (tests/data/models/nbits), each of the float
-build's back-to-back MLP kernels counted as its two GEMMs (b2b takes weights read as stored): its Q, K and V
+"""A 4-bit decoder's decode step in the float model's launches (tests/data/models/nbits): its Q, K and V
 MatMulNBits (or int4 DequantizeLinear -> MatMul) merge into one dot over the concatenated packed bytes,
 scales and zero points, which normalizes its A tiles (the RMSNorm) while dequantizing its B tiles; the gated
-MLP's gate and up projections share one output tile, each weight dequantized in its own B loads. The fused
-build still matches onnxruntime, on CPU and on the simulated sm_90 device."""
+MLP's gate and up projections and its down projection are one back-to-back kernel (b2b_fusion.py), as in the
+float build, each of the three weights dequantized in its own tile loads, so the [seq, ffn] intermediate never
+reaches memory. The fused build still matches onnxruntime, on CPU and on the simulated sm_90 device."""
 
 from __future__ import annotations
 
@@ -30,40 +30,41 @@ def float_decode(tmp_path_factory) -> dict:
     return _manifest("float", tmp_path_factory.mktemp("float"), **DECODE)
 
 
-def _float_launches_without_b2b(m: dict) -> int:
-    """The float build's launches with each back-to-back GEMM kernel (an MLP's gated up projection and its down
-    projection in one kernel: b2b_fusion.py, which takes weights read as stored) counted as the two kernels a
-    build dequantizing its weights runs."""
+def _b2b_steps(m: dict) -> int:
     kernels = {k["name"]: k for k in m["kernels"]}
-    return m["stats"]["launches"] + sum(kernels[s["kernel"]]["template"] == "b2b.py.jinja" for s in m["schedule"])
+    return sum(kernels[s["kernel"]]["template"] == "b2b.py.jinja" for s in m["schedule"])
 
 
 @pytest.mark.parametrize("name", PACKED_LINEAR)
 def test_a_4bit_decoders_decode_step_takes_the_float_models_launches(tmp_path, name, float_decode):
     m = _manifest(name, tmp_path / name, **DECODE)
-    assert m["stats"]["launches"] == _float_launches_without_b2b(float_decode) == 13
-    assert float_decode["stats"]["launches"] == 11  # its two MLPs each one b2b kernel
+    assert m["stats"]["launches"] == float_decode["stats"]["launches"] == 11
+    assert _b2b_steps(m) == _b2b_steps(float_decode) == 2  # each layer's MLP one b2b kernel, as in the float build
     # per layer: one QKV dot (its RMSNorm in the A loads), attention, the output projection, the second norm,
-    # the gated MLP (gate and up in one tile), the down projection; then the final norm with the lm head
-    # per layer, the RMSNorm in the QKV dot's A loads next to its weight's dequantization in the B loads, and
-    # the gate and up weights each dequantized in the gated MLP kernel's B loads (b, b_1)
+    # the gated MLP with its down projection (gate and up in one tile, the intermediate kept on chip); then the
+    # final norm with the lm head. The RMSNorm sits in the QKV dot's A loads next to its weight's
+    # dequantization in the B loads; the gate and up weights are each dequantized in the b2b kernel's first
+    # dot's B loads (b, b_1), the down projection's in its second dot's (w2)
     kernels = {k["name"]: k for k in m["kernels"]}
 
     def source(step: dict) -> str:
         kernel = kernels[step["kernel"]]
-        return (tmp_path / name / kernel["source"]).read_text() if kernel["template"] == "matmul.py.jinja" else ""
+        return (tmp_path / name / kernel["source"]).read_text() \
+            if kernel["template"] in ("matmul.py.jinja", "b2b.py.jinja") else ""
     for layer in ("l0", "l1"):
         norm = [source(s) for s in m["schedule"] if f"{layer}_ln1_out" in s["ops"]]
         assert len(norm) == 1 and "a_rstd" in norm[0] and "b = tl.where(mask_w" in norm[0]
-        gated = [source(s) for s in m["schedule"] if f"{layer}_gated" in s["ops"]]
-        assert len(gated) == 1 and "b = tl.where(mask_w" in gated[0] and "b_1 = tl.where(mask_w" in gated[0]
+        mlp = [(s["ops"], source(s)) for s in m["schedule"] if f"{layer}_gated" in s["ops"]]
+        assert len(mlp) == 1 and any(op.startswith(f"{layer}_down") for op in mlp[0][0]), mlp
+        text = mlp[0][1]
+        assert "b = tl.where(mask_w" in text and "b_1 = tl.where(mask_w" in text and "w2 = tl.where(mask_v" in text
 
 
 def test_the_gather_block_quantized_decoders_transformer_takes_the_float_models_launches(tmp_path, float_decode):
     # (its embedding row's own dequantization, kernels of nothing but the GatherBlockQuantized, aside)
     m = _manifest("b32_asym_gbq", tmp_path / "gbq", **DECODE)
     rest = [s for s in m["schedule"] if set(s["ops"]) != {"embedded_Q4"}]
-    assert len(rest) == _float_launches_without_b2b(float_decode)
+    assert len(rest) == float_decode["stats"]["launches"]
     # the nibbles' shifts, masks and converts are recomputed where read: only the gathers of the gathered row
     # by constant indices launch kernels of their own (14 one-op kernels before)
     assert len(m["schedule"]) - len(rest) <= 4
@@ -72,16 +73,19 @@ def test_the_gather_block_quantized_decoders_transformer_takes_the_float_models_
 @pytest.mark.parametrize("name", ["b32_asym", "qdq_b128_sym"])
 def test_the_fused_decoder_matches_onnxruntime_with_the_float_models_launches(tmp_path, name):
     m = _manifest(name, tmp_path / name, shapes={"seq": [4]})
-    assert m["stats"]["launches"] == _float_launches_without_b2b(_manifest("float", tmp_path / "float", shapes={"seq": [4]}))
+    assert m["stats"]["launches"] == _manifest("float", tmp_path / "float", shapes={"seq": [4]})["stats"]["launches"]
     got = mlcc.load(tmp_path / name, device="cpu").run(dict(np.load(DATA / "inputs.npz")))["logits"]
     np.testing.assert_allclose(got, np.load(DATA / f"{name}.ref.npz")["logits"], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.slow
 def test_the_fused_qdq_decoder_matches_onnxruntime_on_the_simulated_sm90_device(tmp_path):
-    # the GPU launch configs of the merged, norm-prologue and gated dequantizing dots under the interpreter
-    m = _manifest("qdq_b32_asym", tmp_path / "b", targets=["sm_90"], precision="fp16", shapes={"seq": [4]})
-    assert m["stats"]["launches"] == 13
+    # the GPU launch configs of the merged, norm-prologue dequantizing dots and of the b2b MLP kernels (three
+    # weights dequantized in their loads) under the interpreter
+    options = {"precision": "fp16", "shapes": {"seq": [4]}}
+    m = _manifest("qdq_b32_asym", tmp_path / "b", targets=["sm_90"], **options)
+    assert m["stats"]["launches"] == _manifest("float", tmp_path / "float", **options)["stats"]["launches"]
+    assert _b2b_steps(m) == 2
     got = mlcc.load(tmp_path / "b", device="sim:sm_90").run(dict(np.load(DATA / "inputs.npz")))["logits"]
     np.testing.assert_allclose(got.astype(np.float32), np.load(DATA / "qdq_b32_asym.ref.npz")["logits"],
                                rtol=2e-2, atol=2e-2)

@@ -10,6 +10,13 @@ BLOCK_N] ones (shared memory within GPU_SHARED_BYTES on every target; gfx942 has
 spans N2 when N2 is at most B2B_MAX_N and the shared memory allows (always when dot2's epilogue normalizes
 rows); with more than one tile of dot2's columns each program recomputes its rows' h.
 
+Quantized pairs (b2b_fusion.py): a weight the fusion computes from packed bytes, scales and zero points (a
+4-bit decoder's MLP: gate, up and down each) is dequantized as its tile loads (templates/_weight_tile.jinja's
+tile macro; dot1's [BLOCK_K, BLOCK_H] tiles, dot2's [BLOCK_H, BLOCK_N] ones, each at most WEIGHT_TILE
+elements as a matmul's weight prologue keeps them); two 8-bit integer dots accumulate exactly in int32 (an
+unsigned tile shifted to s8 and the shift's products added back, as templates/_int8_dot.jinja does), the
+first epilogue requantizing h to 8 bits in registers, with BLOCK_K and BLOCK_H at least IMMA's k of 32.
+
 The rows may be symbolic (a batch or sequence): the kernel takes them as ``sym_`` arguments for its row masks
 and the grid is the runtime's expression of them, the tiles chosen for their largest (or planned) value. The
 tiles register a Tiling (mlcc/emit/tiling.py): a per-target heuristic, a model of shared memory and registers
@@ -23,13 +30,14 @@ import math
 from mlcc.emit.codegen.contraction import PICKS, Operands, _acc_dtype, _lhs_norm_section, _norm_epilogue, _precision
 from mlcc.emit.codegen.coords import (Axis, by_stride, clamp_pow2, kernel_dims, kernel_strides, merge_axes, numel,
                                       upper)
-from mlcc.emit.codegen.fused import (FusedOperand, Lanes, TileEmitter, epilogue, heavy_ops, needs_int64,
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, epilogue, heavy_ops, needs_int64,
                                      pointer_params, read_as_is, sections_ir)
 from mlcc.emit.codegen.indexing import Ranges, Size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, next_pow2,
                                       render, tl_type, triton_pointer)
 from mlcc.emit.target.targets import Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
+from mlcc.emit.matmul_tiles import INT8, MIN_INT8_K, WEIGHT_TILE
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction
 from mlcc.hlo.opcodes import ops_with
@@ -77,16 +85,24 @@ def _depends(x: Instruction, target: Instruction) -> bool:
 
 
 def b2b_problem(m: Size, h: int, n: int, k: int, dtype: str, gated: bool, whole_rows: bool, whole_k: bool,
-                ranges: Ranges) -> dict:
+                ranges: Ranges, prologues: tuple[bool, bool] = (False, False)) -> dict:
     """What a b2b kernel's tiles follow from (Kernel.extra["problem"]): its rows (symbolic ones at the largest
     value of their range, the default size of an unranged symbol; "sizes" keeps them for the grid the runtime
     evaluates), h's columns, dot2's columns, dot1's K, and whether dot2's epilogue normalizes rows (one tile
-    spans them) or dot1's A loads do (one K step spans them)."""
+    spans them) or dot1's A loads do (one K step spans them); "prologues" (only when one is) whether dot1 (and its
+    gated twin) or dot2 computes its weight in its loads (a packed weight dequantized)."""
     problem = {"m": upper(m, ranges), "h": h, "n": n, "k": k, "dtype": dtype, "gated": gated,
                "whole_rows": whole_rows, "whole_k": whole_k}
     if not isinstance(m, int):
         problem["sizes"] = (m,)
+    if any(prologues):
+        problem["prologues"] = prologues
     return problem
+
+
+def _least(problem: dict) -> int:
+    """The least BLOCK_K and BLOCK_H (dot2's K): IMMA's k of 32 for two 8-bit integer dots, else tl.dot's 16."""
+    return MIN_INT8_K if problem["dtype"] in INT8 else MIN_TILE
 
 
 def b2b_shared_bytes(problem: dict, bm: int, bh: int, bn: int, bk: int, stages: int) -> int:
@@ -137,33 +153,48 @@ def b2b_tiles(problem: dict, interpreter: bool) -> LaunchConfig:
     """BLOCK_M rows, BLOCK_H of h's columns per chunk, BLOCK_N of dot2's columns, BLOCK_K of dot1's K. Under the
     interpreter few big programs (h in one chunk); on a GPU 16-row programs (decode and small batches) whose
     tiles keep shared memory (a pipelined K loop's A and weight tiles, dot2's weight tile and the chunk)
-    within GPU_SHARED_BYTES."""
+    within GPU_SHARED_BYTES. A weight computed in its loads (problem["prologues"]: dot1's and its gated twin's,
+    dot2's; a packed weight dequantized) holds a dozen temporaries of its tile's size in registers: its tiles
+    keep to WEIGHT_TILE elements (half for f32), as a matmul's weight prologue does (matmul_tiles.py)."""
     m, h, n, k = problem["m"], problem["h"], problem["n"], problem["k"]
     whole_rows, whole_k = problem["whole_rows"], problem["whole_k"]
-    bk_whole = max(MIN_TILE, next_pow2(k))
+    least = _least(problem)
+    bk_whole = max(least, next_pow2(k))
     if interpreter:
         bm = clamp_pow2(m, MIN_TILE, 64)
-        bh = max(MIN_TILE, next_pow2(h))
+        bh = max(least, next_pow2(h))
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, 256)
-        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 256)
+        bk = bk_whole if whole_k else clamp_pow2(k, least, 256)
         stages = 1
     else:
         bm = clamp_pow2(m, MIN_TILE, 32)
         bn = max(MIN_TILE, next_pow2(n)) if whole_rows else clamp_pow2(n, MIN_TILE, B2B_MAX_N)
-        bk = bk_whole if whole_k else clamp_pow2(k, MIN_TILE, 64)
+        bk = bk_whole if whole_k else clamp_pow2(k, least, 64)
         stages = 2
-        bh = clamp_pow2(h, MIN_TILE, 64)
+        bh = clamp_pow2(h, least, 64)
         if problem["gated"] and not whole_rows:
             bn = min(bn, GATED_MAX_N)
 
         def shared() -> int:
             return b2b_shared_bytes(problem, bm, bh, bn, bk, stages)
-        while bh > MIN_TILE and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
+        while bh > least and shared() > GPU_SHARED_BYTES:  # narrower chunks first: h is recomputed by no one
             bh //= 2
         if shared() > GPU_SHARED_BYTES:
             stages = 1
         while not whole_rows and bn > MIN_TILE and shared() > GPU_SHARED_BYTES:  # then fewer of dot2's columns
             bn //= 2
+        area = WEIGHT_TILE if problem["dtype"] in ("f16", "bf16") else WEIGHT_TILE // 2
+        prologues = problem.get("prologues", (False, False))
+        if prologues[0]:  # dot1's computed weight tiles: fewer K steps' elements, then narrower chunks
+            while bk * bh > area and bk > MIN_TILE and not whole_k:
+                bk //= 2
+            while bk * bh > area and bh > MIN_TILE:
+                bh //= 2
+        if prologues[1]:  # dot2's: narrower chunks, then fewer of its columns
+            while bh * bn > area and bh > MIN_TILE:
+                bh //= 2
+            while not whole_rows and bh * bn > area and bn > MIN_TILE:
+                bn //= 2
     return b2b_config(problem, {"BLOCK_M": bm, "BLOCK_H": bh, "BLOCK_N": bn, "BLOCK_K": bk}, 4, stages,
                       interpreter)
 
@@ -185,7 +216,8 @@ def b2b_heuristic(problem: dict, target: Target) -> LaunchConfig:
     if not over():
         return config
     for name in ("BLOCK_H", "BLOCK_N", "BLOCK_M"):
-        while over() and tiles[name] > MIN_TILE and not (name == "BLOCK_N" and problem["whole_rows"]):
+        least = _least(problem) if name == "BLOCK_H" else MIN_TILE
+        while over() and tiles[name] > least and not (name == "BLOCK_N" and problem["whole_rows"]):
             tiles[name] //= 2
     return b2b_config(problem, tiles, config.num_warps, stages)
 
@@ -229,8 +261,9 @@ def b2b_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
 
 def _b2b_check(problem: dict, tiles: dict[str, int]) -> str | None:
     for name in ("BLOCK_M", "BLOCK_H", "BLOCK_N", "BLOCK_K"):
-        if not is_pow2(tiles[name]) or tiles[name] < MIN_TILE:
-            return f"{name} must be a power of two >= {MIN_TILE} (tl.dot), not {tiles[name]}"
+        least = _least(problem) if name in ("BLOCK_H", "BLOCK_K") else MIN_TILE
+        if not is_pow2(tiles[name]) or tiles[name] < least:
+            return f"{name} must be a power of two >= {least} (tl.dot), not {tiles[name]}"
     if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:
         return f"BLOCK_N must span all {problem['n']} columns (the epilogue normalizes rows), not {tiles['BLOCK_N']}"
     if problem["whole_k"] and tiles["BLOCK_K"] < problem["k"]:
@@ -241,7 +274,10 @@ def _b2b_check(problem: dict, tiles: dict[str, int]) -> str | None:
 
 register_tiling(Tiling(heuristic=b2b_heuristic, tunable=("BLOCK_M", "BLOCK_H", "BLOCK_N", "BLOCK_K"),
                        fixed=("DOT_F32",), config=b2b_config, resources=_b2b_resources, candidates=b2b_candidates,
-                       check=_b2b_check),
+                       check=_b2b_check,
+                       # the 8-bit pairs and the dequantizing kernels keep the heuristic's tiles: the candidates
+                       # and the register model are measured on float kernels whose weights are read as stored
+                       tunes=lambda problem: problem["dtype"] not in INT8 and "prologues" not in problem),
                 "b2b.py.jinja")
 
 
@@ -251,9 +287,9 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     dot1 = first[0]
     gated = first[1] if len(first) > 1 else None
     lhs1 = dot1.operands[0].shape
-    rhs1 = read_as_is(dot1.operands[1], fusion)
-    rhs1_1 = read_as_is(gated.operands[1], fusion) if gated is not None else None
-    rhs2 = read_as_is(dot2.operands[1], fusion)
+    rhs1 = _weight(dot1, fusion)
+    rhs1_1 = _weight(gated, fusion) if gated is not None else None
+    rhs2 = _weight(dot2, fusion)
     lhs = read_as_is(dot1.operands[0], fusion) if a_norm is None else FusedOperand(-1, lhs1)
     out = fusion.shape
     if any(d.attrs["lhs_batch_dims"] for d in (dot1, dot2)) or not all(
@@ -309,8 +345,19 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     a_spec = _lhs_norm_section(io1, k)
     whole_k = a_spec is not None and a_spec["op"] != "rows"
     precision = _precision(lhs1.dtype, rhs1.shape.dtype)
-    if not precision["use_dot"] or precision["int8_dot"] or precision["fp8_dot"]:
-        raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float tiles with tl.dot, not {lhs1.dtype}")
+    int8_2 = _precision(lhs2.dtype, rhs2.shape.dtype)["int8_dot"]  # dot2's: the requantized chunk times its weight
+    if not precision["use_dot"] or precision["fp8_dot"] or (precision["int8_dot"] is None) != (int8_2 is None):
+        raise UnsupportedError(f"%{fusion.name}: a b2b fusion multiplies float or 8-bit integer tiles with tl.dot, "
+                               f"not {lhs1.dtype} x {rhs1.shape.dtype} then {lhs2.dtype} x {rhs2.shape.dtype}")
+    # a weight computed as it is loaded (a packed 4/8-bit weight dequantized: a weight prologue), over dot1's
+    # [BLOCK_K, BLOCK_H] tiles (lane_wk, lane_wn; the gated twin's at the same offsets) or dot2's [BLOCK_H, BLOCK_N]
+    # ones (lane_vk, lane_vn)
+    weight, weight_ops = _weight_section(fusion, dot1, "w_", "BLOCK_K, BLOCK_H", ("lane_wk", "lane_wn", "mask_w"),
+                                         wide, ranges)
+    weight_1, weight_1_ops = _weight_section(fusion, gated, "w1_", "BLOCK_K, BLOCK_H",
+                                             ("lane_wk", "lane_wn", "mask_w"), wide, ranges)
+    weight2, weight2_ops = _weight_section(fusion, dot2, "v_", "BLOCK_H, BLOCK_N", ("lane_vk", "lane_vn", "mask_v"),
+                                           wide, ranges)
     scalars = kernel_symbols(*inputs, out, *fusion.called.instructions)
     params = pointer_params(fusion) + [f"sym_{s}" for s in scalars]
     source = render("b2b.py.jinja", kernel_name=kernel_name, m=rows, n=n, k=k, h=h, m_axes=m_axes,
@@ -318,16 +365,46 @@ def lower_b2b(fusion: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
                     params=params,
                     lhs=lhs.ptr if a_norm is None else None, rhs=rhs1.ptr,
                     rhs_1=rhs1_1.ptr if rhs1_1 is not None else None, rhs2=rhs2.ptr, a_norm=a_spec,
-                    hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec, **precision)
+                    hidden=hidden, h_type=tl_type(lhs2.dtype), epilogue=post, norm=norm_spec,
+                    weight=weight, weight_1=weight_1, weight2=weight2, weight_type=tl_type(rhs1.shape.dtype),
+                    weight2_type=tl_type(rhs2.shape.dtype), int8_dot2=int8_2, **precision)
     whole_rows = norm is not None
-    problem = b2b_problem(rows, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, ranges)
+    problem = b2b_problem(rows, h, n, k, lhs1.dtype, gated is not None, whole_rows, whole_k, ranges,
+                          prologues=(weight is not None, weight2 is not None))
     gpu, interp = (b2b_tiles(problem, interpreter=i) for i in (False, True))
+    # a computed weight's ops per element, once per row tile (as a matmul's weight prologue counts them)
     flops = (2 if gated is None else 4) * m * h * k + 2 * m * h * n + em.ops * m * h + post_flops \
-        + (a_spec["ops"] * m * k if a_spec else 0)
+        + (a_spec["ops"] * m * k if a_spec else 0) + (weight_ops + weight_1_ops) * k * h + weight2_ops * h * n
     return Kernel(kernel_name, "b2b.py.jinja", source,
                   [triton_pointer(s) for s in inputs] + [triton_pointer(out)] + ["i32"] * len(scalars), gpu=gpu,
                   interpreter=interp, flops=flops, extra={"problem": problem}, scalars=scalars,
-                  body_ir=sections_ir(hidden=hidden, epilogue=post, **({"a_norm": a_spec["x"]} if a_spec else {})))
+                  body_ir=sections_ir(hidden=hidden, epilogue=post, weight=weight, weight_1=weight_1, weight2=weight2,
+                                      **({"a_norm": a_spec["x"]} if a_spec else {})))
+
+
+def _weight(dot: Instruction, fusion: Instruction) -> FusedOperand:
+    """dot's rhs: a fusion parameter read as stored, or (ptr -1) a weight the kernel computes in its loads."""
+    x = _below_views(dot.operands[1])
+    return read_as_is(dot.operands[1], fusion) if x.opcode == "parameter" else FusedOperand(-1, dot.operands[1].shape)
+
+
+def _weight_section(fusion: Instruction, dot: Instruction | None, prefix: str, tile: str, names: tuple[str, str, str],
+                    wide: bool, ranges: Ranges) -> tuple[Section | None, int]:
+    """dot's weight over a tile of it (rows: its one contracting dim, numbered by names[0]; columns: its free
+    dims row-major, numbered by names[1]; names[2] the lanes in bounds) when the fusion computes it from its
+    parameters; (None, 0) for a weight read as stored."""
+    if dot is None or _below_views(dot.operands[1]).opcode == "parameter":
+        return None, 0
+    weight = dot.operands[1]
+    rc = list(dot.attrs["rhs_contracting_dims"])
+    if len(rc) != 1:
+        raise UnsupportedError(f"%{fusion.name}: a b2b dot computing its weight in its loads needs one contracting dim")
+    rf = [d for d in range(weight.shape.rank) if d not in rc]
+    lanes = [Lanes(names[0], (rc[0],)), Lanes(names[1], tuple(rf))]
+    em = TileEmitter(fusion, prefix, tile, kernel_dims(weight.shape), lanes, wide, ranges)
+    em.section(weight, mask=names[2])
+    (section,) = em.sections()
+    return section, em.ops
 
 
 def _hidden(dot2: Instruction, dot1: Instruction) -> Instruction:

@@ -17,11 +17,20 @@ This pass runs after Fusion and merges such pairs into one fusion of kind ``b2b`
 
 The consumer may be a bare dot, and row-major bitcasts may sit between the two. A pair is merged only
 when the intermediate has no other user (the two fusions' chain is its only reader and it is no model
-output), both dots are float dots without batch dims whose weights are read as they are (no weight
-prologue), dot1's output columns are exactly dot2's contracted elements, at most MAX_B2B_WIDTH of them,
-and dot2 holds no second accumulator. The rows (the lhs's free dims) may be symbolic, as a model's batch
-or sequence is; the weights and a row's elements must be static. dot1 may normalize its A tiles (a norm
-prologue) and pair with a second dot on the same lhs (a gated MLP). Each refusal is reported by ``--explain-fusion``.
+output), both dots are without batch dims, dot1's output columns are exactly dot2's contracted elements, at
+most MAX_B2B_WIDTH of them, and dot2 holds no second accumulator. dot1 may normalize its A tiles (a norm
+prologue) and pair with a second dot on the same lhs (a gated MLP). The rows (the lhs's free dims) may be
+symbolic, as a model's batch or sequence is; the weights and a row's elements must be static. Quantized
+builds take it too:
+- float dots may compute their weights as they load them (a weight prologue: a 4/8-bit weight-only
+  decoder's packed bytes unpacked, zero point subtracted, block scale applied; MatMulNBits or blocked int4
+  DequantizeLinear), in both dots and in the gated pair: the kernel dequantizes each weight tile in
+  registers, so neither the weights nor the intermediate reach memory;
+- or both dots are 8-bit integer contractions (u8/s8 x s8 -> s32, quantized_dot.py) whose operands are
+  read as stored: dot1's epilogue (dequantize, bias, GELU, requantize) leaves the intermediate as u8/s8 on
+  chip, the second integer product's lhs. Not with a dynamic quantization (its scale is the min and max of
+  the whole intermediate), nor one float and one integer dot.
+Each refusal is reported by ``--explain-fusion``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ from mlcc.hlo.symbolic import Sym, as_sym, product
 
 MAX_B2B_WIDTH = 256  # N1, dot1's output columns, the most a program's intermediate chunks span
 FLOATS = ("f32", "f16", "bf16")
+INT8 = ("s8", "u8")
 ROW_NORMS = ("layer-norm", "rms-norm")
+HEAVY = ("dot", "convolution", "reduce", "reduce-window", "gather", "scatter", "sort", *ROW_NORMS)
 
 
 def _views_below(x: Instruction) -> Instruction:
@@ -64,10 +75,61 @@ def _plain(dot: Instruction) -> str | None:
     a = dot.attrs
     if a["lhs_batch_dims"] or a["rhs_batch_dims"]:
         return "a dot with batch dims"
-    if any(v.shape.dtype not in FLOATS for v in (*dot.operands, dot)):
-        return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots only)"
+    if not _float(dot) and not _int8(dot):
+        return f"a {dot.operands[0].shape.dtype} x {dot.operands[1].shape.dtype} dot (float dots or 8-bit ones only)"
     if not dot.operands[1].shape.is_static:  # so are the contracted dims (and a row of the result): rows alone vary
         return "a weight of symbolic dims"
+    return None
+
+
+def _computed_weight(fusion: Instruction, dot: Instruction, which: str) -> str | None:
+    """Why dot's weight, computed from the fusion's parameters as it is loaded (a weight prologue: a packed
+    4- or 8-bit weight unpacked, its zero point subtracted and its scale applied per block), cannot be computed
+    in a b2b kernel's weight loads too, if so; None for a weight read as stored."""
+    if _outer(fusion, dot.operands[1]) is not None:
+        return None
+    if len(dot.attrs["rhs_contracting_dims"]) != 1:
+        return f"the {which} dot computes its weight in its loads over more than one contracting dim"
+    work, seen = [dot.operands[1]], set()
+    while work:
+        x = work.pop()
+        if id(x) in seen or x.opcode == "parameter":
+            continue
+        seen.add(id(x))
+        if x.opcode in HEAVY:
+            return f"the {which} dot's weight is computed with a {x.opcode} (elementwise weight loads only)"
+        work.extend(x.operands)
+    return None
+
+
+def _float(dot: Instruction) -> bool:
+    return all(v.shape.dtype in FLOATS for v in (*dot.operands, dot))
+
+
+def _int8(dot: Instruction) -> bool:
+    """An s8/u8 x s8/u8 -> s32 contraction (mlcc/hlo/passes/quantized_dot.py), exact on the integer tensor cores."""
+    return all(v.shape.dtype in INT8 for v in dot.operands) and dot.shape.dtype == "s32"
+
+
+def _integer_pair(consumer: Instruction, dot2: Instruction, producer: Instruction,
+                  dots1: list[Instruction]) -> str | None:
+    """Why two dots, at least one of them 8-bit, cannot be a b2b kernel's pair, if so: both must be 8-bit (the
+    intermediate requantized to 8 bits by the first dot's epilogue on chip and fed to the second's integer
+    tensor-core product), with their operands read as stored, one dot on the first lhs, and no first pass over
+    an activation (a dynamic quantization's min and max span the whole intermediate)."""
+    if not all(_int8(d) for d in (*dots1, dot2)):
+        return "one dot multiplies 8-bit integers, the other floats"
+    if len(dots1) > 1:
+        return "two 8-bit dots on the first lhs"
+    for fusion, d in ((producer, dots1[0]), (consumer, dot2)):
+        if fusion.opcode != "fusion":
+            continue
+        if any(i.opcode == "reduce" for i in fusion.called.instructions):
+            return "a dot quantizes its activations with their min and max (a pass over all of them first)"
+        if _outer(fusion, d.operands[1]) is None:
+            return "an 8-bit dot computes its weight in its loads"
+    if producer.opcode == "fusion" and _outer(producer, dots1[0].operands[0]) is None:
+        return "the first 8-bit dot computes its lhs in its loads"
     return None
 
 
@@ -84,6 +146,8 @@ def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, lis
         return None
     dot2 = dots[0]
     x = _outer(consumer, dot2.operands[0])
+    if x is None:  # a norm prologue's dot2 is no pair's and needs no word; a quantizing one's is explained
+        return _computed_lhs(consumer, dot2) if _int8(dot2) else None
     views: list[Instruction] = []
     while x is not None and x.opcode == "bitcast":
         views.append(x)
@@ -95,6 +159,32 @@ def chain_of(consumer: Instruction, outputs: set[int]) -> tuple[Instruction, lis
     dots1 = _dots(producer)
     why = _why_not(consumer, dot2, producer, dots1, views, outputs)
     return producer, views, why
+
+
+def _computed_lhs(consumer: Instruction, dot2: Instruction) -> tuple[Instruction, list[Instruction], str] | None:
+    """(producer, no views, why not) where the second (8-bit) dot computes its lhs from a dot's result as it
+    loads it (the activation quantized in the A loads, as a dynamic quantization's is); None where no dot's
+    result is read there."""
+    work, seen, reduces = [dot2.operands[0]], set(), False
+    sources: list[Instruction] = []
+    while work:
+        x = work.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.opcode == "parameter":
+            outer = _views_below(consumer.operands[x.attrs["index"]])
+            if _dots(outer) and outer not in sources:
+                sources.append(outer)
+            continue
+        reduces = reduces or x.opcode == "reduce"
+        work.extend(x.operands)
+    if len(sources) != 1:
+        return None
+    why = ("the second dot quantizes the intermediate with the min and max of all of it (a dynamic "
+           "quantization: a pass over the whole intermediate first)") if reduces else \
+        "the second dot quantizes the intermediate as it loads it"
+    return sources[0], [], why
 
 
 def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, dots1: list[Instruction],
@@ -119,18 +209,24 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
         if why is not None:
             return why
     dot1 = dots1[0]
+    if not all(_float(d) for d in (*dots1, dot2)):
+        why = _integer_pair(consumer, dot2, producer, dots1)
+        if why is not None:
+            return why
     if len(dots1) > 2 or (len(dots1) == 2 and dots1[1].operands[0] is not dot1.operands[0]):
         return "the first fusion holds dots on different lhs"
     if producer.opcode == "fusion":
         for d in dots1:
-            if _outer(producer, d.operands[1]) is None:
-                return "the first dot computes its weight in its loads"
+            why = _computed_weight(producer, d, "first")
+            if why is not None:
+                return why
         if any(i.opcode in ROW_NORMS and i is not _views_below(dot1.operands[0]) for i in producer.called.instructions):
             return "the first fusion normalizes its output rows"
         if tuple(producer.called.root.shape.dims) != tuple(dot1.shape.dims):
             return "the first fusion's result is not at its dot's output dims"
-    if _outer(consumer, dot2.operands[1]) is None:
-        return "the second dot computes its weight in its loads"
+    why = _computed_weight(consumer, dot2, "second")
+    if why is not None:
+        return why
     lc2 = list(dot2.attrs["lhs_contracting_dims"])
     lhs2 = dot2.operands[0].shape
     if lc2 != list(range(lhs2.rank - len(lc2), lhs2.rank)):
