@@ -17,7 +17,7 @@ import pytest
 
 import mlcc
 from mlcc.frontend.stablehlo import StableHLOParseError, StableHLOUnsupportedError
-from tests.frontend.stablehlo.quant_spec import Q, program, qtensor
+from tests.frontend.stablehlo.quant_spec import Q, fold, program, qtensor, step
 from tests.frontend.stablehlo.shlo_programs import assert_same, evaluate_text, run_kernels
 
 A = Q("i8", [0.05], [-3])
@@ -29,11 +29,6 @@ rng = np.random.default_rng(22)
 def small(q: Q, shape, lo=-20, hi=15) -> np.ndarray:
     """Storage integers near the zero point, so that no partial sum of a few of them leaves the storage range."""
     return (rng.integers(lo, hi, size=shape) + q.zeros[0]).astype(np.int8)
-
-
-def qop(q: Q, fn):
-    """The spec's dequantize_op_quantize of a binary float op, on storage integers of type q."""
-    return lambda a, b: q.quantize(np.asarray(fn(q.dequantize(np.asarray(a)), q.dequantize(np.asarray(b)))))
 
 
 def body(s: str, opname: str) -> str:
@@ -52,8 +47,8 @@ def test_reduce(opname, fn, init):
   %0 = "stablehlo.reduce"(%arg0, %arg1) ({{
 {body(s, opname)}  }}) {{dimensions = array<i64: 1>}} : ({t}, {s}) -> {r}
   return %0 : {r}""")
-    step = qop(A, fn)
-    want = np.array([np.asarray(list(itertools.accumulate(row, step, initial=np.int8(init)))[-1]) for row in x])
+    combine = step(A, fn)
+    want = np.array([fold(row, np.int8(init), combine) for row in x])
     (got,) = evaluate_text(text, [x, np.int8(init)])
     assert_same(got, want.astype(np.int8))
 
@@ -66,22 +61,20 @@ def test_reduce_pretty_form_and_a_wider_body_type():
   %0 = stablehlo.reduce(%arg0 init: %arg1) applies stablehlo.add across dimensions = [1] : ({t}, {s}) -> {r}
   return %0 : {r}""")
     converted = WIDE.quantize(A.dequantize(x))
-    step = qop(WIDE, np.add)
-    want = np.array([list(itertools.accumulate(row, step, initial=np.int32(0)))[-1] for row in converted], np.int32)
+    want = np.array([fold(row, np.int32(0), step(WIDE, np.add)) for row in converted], np.int32)
     (got,) = evaluate_text(text, [x, np.int32(0)])
     assert_same(got, want)
 
 
 # ---------------------------------------------------------------- reduce_window
-def window_reference(x, init, window, strides, pad, step):
+def window_reference(x, init, window, strides, pad, combine):
     padded = np.pad(x, pad, constant_values=init)
     out = [(n - w) // s + 1 for n, w, s in zip(padded.shape, window, strides)]
     want = np.zeros(out, x.dtype)
     for o in itertools.product(*[range(n) for n in out]):
-        acc = np.asarray(init, x.dtype)
-        for w in itertools.product(*[range(n) for n in window]):
-            acc = step(acc, padded[tuple(oi * st + wi for oi, st, wi in zip(o, strides, w))])
-        want[o] = acc
+        cells = [padded[tuple(oi * st + wi for oi, st, wi in zip(o, strides, w))]
+                 for w in itertools.product(*[range(n) for n in window])]
+        want[o] = fold(cells, np.asarray(init, x.dtype), combine)
     return want
 
 
@@ -104,7 +97,7 @@ def test_reduce_window(opname, fn, init, pad):
              "window_strides = array<i64: 1, 2>")
     text = reduce_window_text(A, x.shape, out, attrs, body(qtensor((), A), opname))
     (got,) = evaluate_text(text, [x, np.int8(init)])
-    assert_same(got, window_reference(x, np.int8(init), window, strides, pad, qop(A, fn)))
+    assert_same(got, window_reference(x, np.int8(init), window, strides, pad, step(A, fn)))
 
 
 def test_reduce_window_product_rounds_at_every_step():
@@ -116,7 +109,7 @@ def test_reduce_window_product_rounds_at_every_step():
     init = np.int8(2)  # 1.0
     attrs = "window_dimensions = array<i64: 2, 2>, window_strides = array<i64: 1, 1>"
     text = reduce_window_text(q, x.shape, (2, 3), attrs, body(qtensor((), q), "stablehlo.multiply"))
-    want = window_reference(x, init, (2, 2), (1, 1), ((0, 0), (0, 0)), qop(q, np.multiply))
+    want = window_reference(x, init, (2, 2), (1, 1), ((0, 0), (0, 0)), step(q, np.multiply))
     (got,) = evaluate_text(text, [x, init])
     assert_same(got, want)
     once = np.array([[q.quantize(np.prod(q.dequantize(x[i:i + 2, j:j + 2]))) for j in range(3)] for i in range(2)])
@@ -144,7 +137,7 @@ def test_scatter(opname, fn):
     idx = np.array([[3], [0], [3]], np.int32)  # row 3 twice: the second update combines with the first
     want = x.copy()
     for k, i in enumerate(idx[:, 0]):
-        want[i] = upd[k] if fn is None else qop(q, fn)(want[i], upd[k])
+        want[i] = upd[k] if fn is None else step(q, fn)(want[i], upd[k])
     (got,) = evaluate_text(scatter_text(q, opname), [x, idx, upd])
     assert_same(got, want)
 
@@ -165,7 +158,7 @@ def test_select_and_scatter():
   return %0 : {t}""")
     init = np.int8(-3)
     want = np.full(operand.shape, init)
-    add = qop(A, np.add)
+    add = step(A, np.add)
     for i, j in itertools.product(range(2), range(3)):
         cells = [(2 * i + a, 2 * j + b) for a, b in itertools.product(range(2), range(2))]
         best = cells[0]
@@ -257,9 +250,9 @@ def control_text() -> str:
 def control_reference(x, y, index, pred):
     acc = x
     for _ in range(3):
-        acc = qop(A, np.add)(acc, y)
-    case = qop(A, np.maximum)(acc, y) if index == 0 else y
-    return [acc, case, x if pred else qop(A, np.multiply)(x, y)]
+        acc = step(A, np.add)(acc, y)
+    case = step(A, np.maximum)(acc, y) if index == 0 else y
+    return [acc, case, x if pred else step(A, np.multiply)(x, y)]
 
 
 @pytest.mark.parametrize("index,pred", [(0, True), (1, False), (5, True)])
@@ -303,8 +296,8 @@ def kernel_text() -> str:
 
 
 def kernel_reference(x):
-    add, mx = qop(A, np.add), qop(A, np.maximum)
-    sums = np.array([list(itertools.accumulate(row, add, initial=np.int8(-3)))[-1] for row in x], np.int8)
+    add, mx = step(A, np.add), step(A, np.maximum)
+    sums = np.array([fold(row, np.int8(-3), add) for row in x], np.int8)
     return [sums, window_reference(x, np.int8(-3), (2, 2), (1, 1), ((0, 0), (0, 0)), mx)]
 
 
