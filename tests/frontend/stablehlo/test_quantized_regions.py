@@ -53,6 +53,33 @@ def test_reduce(opname, fn, init):
     assert_same(got, want.astype(np.int8))
 
 
+def binary_trees(leaves, combine):
+    """Every value the spec's reduce may give: the body over any full binary tree with these leaves in order."""
+    if len(leaves) == 1:
+        return {int(leaves[0])}
+    out = set()
+    for k in range(1, len(leaves)):
+        for left in binary_trees(leaves[:k], combine):
+            for right in binary_trees(leaves[k:], combine):
+                out.add(int(combine(np.int8(left), np.int8(right))))
+    return out
+
+
+def test_a_sum_that_saturates_on_the_way_is_one_the_spec_allows():
+    # partial sums leave the storage range: the spec's schedule is implementation-defined, and mlcc's sum (exact,
+    # clamped once) is the result of one of the schedules the spec allows
+    q = Q("i8", [0.5], [0])
+    x = np.array([[127, 127, -127, -127], [100, 100, -100, 5], [-128, -128, 120, 100]], np.int8)
+    t, s, r = qtensor((3, 4), q), qtensor((), q), qtensor((3,), q)
+    text = program([t, s], [r], f"""
+  %0 = stablehlo.reduce(%arg0 init: %arg1) applies stablehlo.add across dimensions = [1] : ({t}, {s}) -> {r}
+  return %0 : {r}""")
+    (got,) = evaluate_text(text, [x, np.int8(0)])
+    for row, value in zip(x, got):
+        allowed = binary_trees(list(row), step(q, np.add))
+        assert len(allowed) > 1 and int(value) in allowed, (row, value, allowed)
+
+
 def test_reduce_pretty_form_and_a_wider_body_type():
     # i8 elements summed in an i32 body type of another scale: each element converted first (to_destination_type)
     x = A.random(rng, (3, 8))
@@ -143,7 +170,9 @@ def test_scatter(opname, fn):
 
 
 # ---------------------------------------------------------------- select_and_scatter
-def test_select_and_scatter():
+@pytest.mark.parametrize("opname,fn,init", [("stablehlo.add", np.add, -3), ("stablehlo.multiply", np.multiply, 17)])
+def test_select_and_scatter(opname, fn, init):
+    # add runs on dequantized values; multiply, on the storage integers one source element at a time
     operand, source = small(A, (4, 6)), small(A, (2, 3), -5, 5)
     operand[0, :2] = operand[1, 0]  # a tie: GE keeps the first
     t, src, s = qtensor((4, 6), A), qtensor((2, 3), A), qtensor((), A)
@@ -154,18 +183,18 @@ def test_select_and_scatter():
     %c = stablehlo.compare GE, %a, %b : ({s}, {s}) -> tensor<i1>
     stablehlo.return %c : tensor<i1>
   }}, {{
-{body(s, "stablehlo.add")}  }}) : ({t}, {src}, {s}) -> {t}
+{body(s, opname)}  }}) : ({t}, {src}, {s}) -> {t}
   return %0 : {t}""")
-    init = np.int8(-3)
+    init = np.int8(init)
     want = np.full(operand.shape, init)
-    add = step(A, np.add)
+    combine = step(A, fn)
     for i, j in itertools.product(range(2), range(3)):
         cells = [(2 * i + a, 2 * j + b) for a, b in itertools.product(range(2), range(2))]
         best = cells[0]
         for c in cells[1:]:
             if not A.dequantize(operand[best]) >= A.dequantize(operand[c]):
                 best = c
-        want[best] = add(want[best], source[i, j])
+        want[best] = combine(want[best], source[i, j])
     (got,) = evaluate_text(text, [operand, source, init])
     assert_same(got, want)
 

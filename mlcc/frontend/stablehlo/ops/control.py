@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcc.frontend.stablehlo import fold
+from mlcc.frontend.stablehlo import fold, quantized
 from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
 from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.ir import Instruction
@@ -73,6 +73,8 @@ def _condition(cx: Context, block: Block, carried: list[Instruction]) -> bool | 
         if op.name == "stablehlo.return":
             return bool(values[0].reshape(())) if len(values) == 1 and values[0].size == 1 else None
         if not fold.can_fold(op.name) or len(op.results) != 1 or op.results[0].type.dtype is None:
+            return None
+        if quantized.involved(op):  # folding would compute on the storage integers
             return None
         out = fold.evaluate(op, values, op.results[0].type.dtype)
         if out is None:
