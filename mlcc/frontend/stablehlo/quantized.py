@@ -254,7 +254,8 @@ def lower_region_op(cx: Any, op: Op, args: list[Instruction]) -> tuple[Op, list[
                                "quantized tensors only")
     body_types = _body_types(op)
     for v, t in zip(op.operands, body_types):
-        if is_quantized(v.type) and t is not None and not _promotable(v.type, t):
+        if t is not None and (is_quantized(v.type) or is_quantized(t)) and not (
+                is_quantized(v.type) and _promotable(v.type, t)):
             raise cx.error(op, f"its body takes {t} for {v.name} of {v.type}: a quantized element is read as a "
                                "quantized type of the same expressed type and no narrower storage (is_promotable)")
     types = [t if t is not None and is_quantized(v.type) else v.type for v, t in zip(op.operands, body_types)]

@@ -224,6 +224,24 @@ def test_sort_moves_storage_and_compares_dequantized_values():
         assert_same(got, want)
 
 
+def test_a_comparator_that_dequantizes_its_arguments():
+    # the comparator reads the keys through uniform_dequantize and compares floats (descending)
+    keys = small(A, (2, 9), -5, 5)
+    t, s = qtensor((2, 9), A), qtensor((), A)
+    text = program([t], [t], f"""
+  %0 = "stablehlo.sort"(%arg0) <{{dimension = 1 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {s}, %b: {s}):
+    %fa = stablehlo.uniform_dequantize %a : ({s}) -> tensor<f32>
+    %fb = stablehlo.uniform_dequantize %b : ({s}) -> tensor<f32>
+    %c = stablehlo.compare GT, %fa, %fb : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }}) : ({t}) -> {t}
+  return %0 : {t}""")
+    order = np.argsort(-A.dequantize(keys), axis=1, kind="stable")
+    (got,) = evaluate_text(text, [keys])
+    assert_same(got, np.take_along_axis(keys, order, 1))
+
+
 MAP_TEXT = (lambda ta, tb, s, sb: program([ta, tb], [ta], f"""
   %0 = "stablehlo.map"(%arg0, %arg1) <{{dimensions = array<i64: 0, 1>}}> ({{
   ^bb0(%a: {s}, %b: {sb}):
@@ -388,6 +406,16 @@ def test_a_per_axis_quantized_reduce_operand_is_invalid_exit_65(tmp_path):
     r = _compile(tmp_path, text)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 65 and len(lines) == 1 and "per-axis quantized" in lines[0], r.stderr
+
+
+def test_a_quantized_body_for_float_elements_is_invalid():
+    t, s = "tensor<4xf32>", qtensor((), A)
+    text = program([t, s], [s], f"""
+  %0 = "stablehlo.reduce"(%arg0, %arg1) ({{
+{body(s, "stablehlo.add")}  }}) {{dimensions = array<i64: 0>}} : ({t}, {s}) -> {s}
+  return %0 : {s}""")
+    with pytest.raises(StableHLOParseError, match="is_promotable"):
+        evaluate_text(text, [np.zeros(4, np.float32), np.int8(0)])
 
 
 def test_a_float_body_for_quantized_elements_is_invalid(tmp_path):
