@@ -214,8 +214,14 @@ def _promotable(src: TensorType, dst: Any) -> bool:
 
 
 def _grid_exact(op: Op) -> bool:
-    return all(inner.name in GRID_EXACT and not inner.regions
-               for region in op.regions for block in region for inner in block.ops)
+    """Whether the body's ops are all GRID_EXACT and its quantized values of one quantized type (one grid)."""
+    ops = [inner for region in op.regions for block in region for inner in block.ops]
+    if not all(inner.name in GRID_EXACT and not inner.regions for inner in ops):
+        return False
+    values = [a for region in op.regions for block in region for a in block.args] + [
+        r for inner in ops for r in inner.results]
+    grids = [v.type.quant for v in values if is_quantized(v.type)]
+    return all(g.same_values(grids[0]) for g in grids)
 
 
 def _float_value(v: Value, mapping: dict[int, Value]) -> Value:

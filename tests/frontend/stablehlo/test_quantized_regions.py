@@ -93,6 +93,29 @@ def test_reduce_pretty_form_and_a_wider_body_type():
     assert_same(got, want)
 
 
+def test_a_body_step_of_another_quantized_type_rounds_to_its_grid():
+    # the body adds into a coarser type and takes the maximum back in A's: each step rounds to the coarse grid
+    coarse = Q("i8", [0.2], [0])
+    x = small(A, (3, 5))
+    t, s, sc, r = qtensor((3, 5), A), qtensor((), A), qtensor((), coarse), qtensor((3,), A)
+    text = program([t, s], [r], f"""
+  %0 = "stablehlo.reduce_window"(%arg0, %arg1) <{{window_dimensions = array<i64: 1, 5>}}> ({{
+  ^bb0(%a: {s}, %b: {s}):
+    %c = stablehlo.add %a, %b : ({s}, {s}) -> {sc}
+    %m = stablehlo.maximum %c, %a : ({sc}, {s}) -> {s}
+    stablehlo.return %m : {s}
+  }}) : ({t}, {s}) -> {qtensor((3, 1), A)}
+  %1 = stablehlo.reshape %0 : ({qtensor((3, 1), A)}) -> {r}
+  return %1 : {r}""")
+
+    def combine(acc, v):
+        c = coarse.quantize(A.dequantize(np.asarray(acc)) + A.dequantize(np.asarray(v)))
+        return A.quantize(np.maximum(coarse.dequantize(c), A.dequantize(np.asarray(acc))))
+
+    (got,) = evaluate_text(text, [x, np.int8(-3)])
+    assert_same(got, np.array([fold(row, np.int8(-3), combine) for row in x], np.int8))
+
+
 # ---------------------------------------------------------------- reduce_window
 def window_reference(x, init, window, strides, pad, combine):
     padded = np.pad(x, pad, constant_values=init)
