@@ -20,7 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.frontend.stablehlo.quant_spec import Q, conv_nchw, ftensor, program, qtensor  # noqa: E402
+from tests.frontend.stablehlo.quant_spec import Q, conv_nchw, fold, ftensor, program, qtensor, step  # noqa: E402
 
 _rng = np.random.default_rng(20261128)
 
@@ -87,7 +87,96 @@ def ops() -> tuple[str, list[np.ndarray], list[np.ndarray]]:
     return text, [x, y, wv, cx, cwv], outs
 
 
-CASES = {"quant_spec_examples": spec_examples, "quant_uniform": uniform, "quant_ops": ops}
+def _binary_region(s: str, opname: str) -> str:
+    return (f"  ^bb0(%a: {s}, %b: {s}):\n    %r = {opname} %a, %b : ({s}, {s}) -> {s}\n"
+            f"    stablehlo.return %r : {s}\n")
+
+
+def regions() -> tuple[str, list[np.ndarray], list[np.ndarray]]:
+    """Ops with regions on quantized tensors: reduce (add, into a wider i32 body type), reduce_window (max),
+    sort (a quantized comparator, an i32 payload moved along), scatter (add, an index twice), select_and_scatter
+    (GE, add), map (multiply then add, each quantized) and a while loop carrying a quantized sum. The references
+    apply each body step by step, left to right, each quantized step the spec's dequantize_op_quantize."""
+    a, wide = Q("i8", [0.125], [-3]), Q("i32", [0.0625], [0])
+    x = (_rng.integers(-12, 12, (4, 6)) - 3).astype(np.int8)
+    y = (_rng.integers(-12, 12, (4, 6)) - 3).astype(np.int8)
+    keys = (_rng.integers(-4, 4, (4, 6)) - 3).astype(np.int8)   # ties: the sort is stable
+    payload = np.arange(24, dtype=np.int32).reshape(4, 6)
+    idx = np.array([[2], [0], [2]], np.int32)
+    t, s, r, w = qtensor((4, 6), a), qtensor((), a), qtensor((4,), wide), qtensor((3, 5), a)
+    sw, u, ss = qtensor((), wide), qtensor((3, 6), a), qtensor((2, 3), a)
+    ti, tp = "tensor<3x1xi32>", "tensor<4x6xi32>"
+    dn = ("update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+          "index_vector_dim = 1")
+    add, mx = _binary_region(s, "stablehlo.add"), _binary_region(s, "stablehlo.maximum")
+    text = program([t, t, t, tp, ti, u], [r, w, t, tp, t, t, t, t], f"""
+  %z = stablehlo.constant dense<-3> : {s}
+  %zw = stablehlo.constant dense<0> : {sw}
+  %lo = stablehlo.constant dense<-128> : {s}
+  %0 = "stablehlo.reduce"(%arg0, %zw) ({{
+{_binary_region(sw, "stablehlo.add")}  }}) {{dimensions = array<i64: 1>}} : ({t}, {sw}) -> {r}
+  %1 = "stablehlo.reduce_window"(%arg0, %lo) <{{window_dimensions = array<i64: 2, 2>,
+      window_strides = array<i64: 1, 1>}}> ({{
+{mx}  }}) : ({t}, {s}) -> {w}
+  %2:2 = "stablehlo.sort"(%arg2, %arg3) <{{dimension = 1 : i64, is_stable = true}}> ({{
+  ^bb0(%p: {s}, %q: {s}, %i: tensor<i32>, %j: tensor<i32>):
+    %c = stablehlo.compare LT, %p, %q : ({s}, {s}) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }}) : ({t}, {tp}) -> ({t}, {tp})
+  %3 = "stablehlo.scatter"(%arg0, %arg4, %arg5) <{{indices_are_sorted = false,
+      scatter_dimension_numbers = #stablehlo.scatter<{dn}>, unique_indices = false}}> ({{
+{add}  }}) : ({t}, {ti}, {u}) -> {t}
+  %src = stablehlo.slice %arg1 [0:2, 0:3] : ({t}) -> {ss}
+  %4 = "stablehlo.select_and_scatter"(%arg0, %src, %z) <{{window_dimensions = array<i64: 2, 2>,
+      window_strides = array<i64: 2, 2>}}> ({{
+  ^bb0(%p: {s}, %q: {s}):
+    %c = stablehlo.compare GE, %p, %q : ({s}, {s}) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }}, {{
+{add}  }}) : ({t}, {ss}, {s}) -> {t}
+  %5 = "stablehlo.map"(%arg0, %arg1) <{{dimensions = array<i64: 0, 1>}}> ({{
+  ^bb0(%p: {s}, %q: {s}):
+    %m = stablehlo.multiply %p, %q : ({s}, {s}) -> {s}
+    %n = stablehlo.add %m, %p : ({s}, {s}) -> {s}
+    stablehlo.return %n : {s}
+  }}) : ({t}, {t}) -> {t}
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %c3 = stablehlo.constant dense<3> : tensor<i32>
+  %6:2 = stablehlo.while(%k = %c0, %acc = %arg0) : tensor<i32>, {t}
+   cond {{
+    %lt = stablehlo.compare LT, %k, %c3, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }} do {{
+    %n = stablehlo.add %acc, %arg1 : ({t}, {t}) -> {t}
+    %k1 = stablehlo.add %k, %c1 : tensor<i32>
+    stablehlo.return %k1, %n : tensor<i32>, {t}
+  }}
+  return %0, %1, %2#0, %2#1, %3, %4, %5, %6#1 : {r}, {w}, {t}, {tp}, {t}, {t}, {t}, {t}""")
+    upd = (_rng.integers(-6, 6, (3, 6)) - 3).astype(np.int8)
+    qadd, qmax, qmul = step(a, np.add), step(a, np.maximum), step(a, np.multiply)
+    sums = np.array([fold(row, np.int32(0), step(wide, np.add)) for row in wide.quantize(a.dequantize(x))], np.int32)
+    windows = np.array([[fold(x[i:i + 2, j:j + 2].ravel(), np.int8(-128), qmax) for j in range(5)] for i in range(3)])
+    order = np.argsort(a.dequantize(keys), axis=1, kind="stable")
+    scattered = x.copy()
+    for k, i in enumerate(idx[:, 0]):
+        scattered[i] = qadd(scattered[i], upd[k])
+    selected = np.full(x.shape, np.int8(-3))
+    for i, j in np.ndindex(2, 3):
+        cells = [(2 * i + p, 2 * j + q) for p, q in np.ndindex(2, 2)]
+        best = cells[0]
+        for c in cells[1:]:
+            if not a.dequantize(x[best]) >= a.dequantize(x[c]):
+                best = c
+        selected[best] = qadd(selected[best], y[i, j])
+    mapped = qadd(qmul(x, y), x)
+    looped = fold([y] * 3, x, qadd)
+    outs = [sums, windows.astype(np.int8), np.take_along_axis(keys, order, 1), np.take_along_axis(payload, order, 1),
+            scattered, selected, mapped, looped]
+    return text, [x, y, keys, payload, idx, upd], outs
+
+
+CASES = {"quant_spec_examples": spec_examples, "quant_uniform": uniform, "quant_ops": ops, "quant_regions": regions}
 
 
 def main(out_dir: Path) -> None:

@@ -45,7 +45,7 @@ LIFTABLE = frozenset(f"stablehlo.{n}" for n in """
 abs add and atan2 bitcast_convert cbrt ceil clamp compare constant convert cosine divide exponential
 exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum multiply negate not or popcnt power
 remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
-sign sine sqrt subtract tan tanh xor real imag complex""".split())
+sign sine sqrt subtract tan tanh xor real imag complex uniform_quantize uniform_dequantize""".split())
 # ops whose complex form is their real form applied to the real parts and to the imaginary parts
 # (an op with a body only when the body adds or passes values through: see _componentwise_body)
 COMPONENTWISE = frozenset(f"stablehlo.{n}" for n in """

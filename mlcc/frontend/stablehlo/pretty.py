@@ -272,7 +272,8 @@ def read_reduce(p: Parser, name: str) -> OpParts:
     if applies is not None:
         element = inits[0].type.element if isinstance(inits[0].type, TensorType) else "f32"
         line, col = p.lx.location(start.pos)
-        return OpParts(operands, attrs, [_binary_body(applies, TensorType(element, ()), line, col)], results)
+        quant = inits[0].type.quant if isinstance(inits[0].type, TensorType) else None
+        return OpParts(operands, attrs, [_binary_body(applies, TensorType(element, (), quant), line, col)], results)
     p.lx.expect("reducer", "before the reduction body")
     pairs = []
     for _ in inputs:

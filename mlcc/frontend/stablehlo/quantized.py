@@ -14,8 +14,27 @@ An op that only moves elements (reshape, transpose, slice, broadcast_in_dim, con
 integers as they are when its quantized operands and results mean the same numbers (``same_values``); every other
 op is the spec's ``dequantize_op_quantize``: its quantized operands are dequantized, the float op is imported by
 its own rule, and a quantized result is quantized to its type. A float operand of a quantized contraction (the
-spec's hybrid ops) is taken as it is. Ops that apply a region to quantized elements (reduce, sort, scatter...) are
-not supported (exit 69).
+spec's hybrid ops) is taken as it is.
+
+Ops with a region (lower_region_op):
+
+- ``sort`` and ``map`` move or hand the storage integers to their body, whose ops are imported on quantized
+  values by the rules above (a comparator's ``compare`` is the spec's dequantize_compare; a map body's ``add`` is
+  dequantize_op_quantize), so every element is computed as the spec says.
+- ``reduce``, ``reduce_window``, ``scatter`` and ``select_and_scatter`` first convert their operands and init
+  values to the body's element types (the spec's ``to_destination_type``: a body may accumulate an ``i8`` tensor
+  in a wider ``i32`` quantized type, ``is_promotable``). When the body only adds, takes maxima or minima,
+  compares or selects (the reductions models write), the op is the spec's computation in the expressed type:
+  the operands dequantized, the op and its body imported on floats, the results quantized once. Values of one
+  quantized type are multiples of its scale, so every partial sum the spec's schedule quantizes is already on
+  the grid, and maxima, minima and comparisons are the same before and after dequantizing: the result is the
+  spec's, except that a sum is clamped to storage_min/storage_max once, at the end, where the spec's
+  implementation-defined schedule may clamp a partial sum on the way (only when a partial sum leaves the
+  storage range). Any other body (a multiply, a quantized constant...) is imported on the storage integers
+  with each of its ops computed as the spec says, one element or window position at a time (reduce_window,
+  scatter and select_and_scatter have such general forms; ``reduce`` has none: exit 69).
+- ``while``, ``if``, ``case`` and calls pass quantized values along as they are (their bodies' ops are imported one
+  by one).
 """
 
 from __future__ import annotations
@@ -25,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from mlcc.frontend.stablehlo.syntax import Op, TensorType, Value
+from mlcc.frontend.stablehlo.syntax import Block, Op, TensorType, Value
 from mlcc.hlo.builder import Builder
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.ir import Instruction, Shape
@@ -125,8 +144,6 @@ def lower(cx: Any, op: Op, args: list[Instruction]) -> tuple[Op, list[Instructio
     are quantized to afterwards (None for each result taken as it is)."""
     if op.name in REFUSED:
         raise cx.error(op, REFUSED[op.name])
-    if cx.lifted is not None:
-        raise cx.unsupported(op, "quantized elements in a region applied over a tensor are not supported")
     quantized = [v.type for v in op.operands + op.results if is_quantized(v.type)]
     keep = [None] * len(op.results)
     if op.name in PASS_ALONG:
@@ -137,7 +154,7 @@ def lower(cx: Any, op: Op, args: list[Instruction]) -> tuple[Op, list[Instructio
             return _retyped(op, [], [op.results[0].type.expressed()]), args, [op.results[0].type]
         return op, args, keep
     if op.regions:
-        raise cx.unsupported(op, f"a region computing on quantized elements ({quantized[0]}) is not supported")
+        return lower_region_op(cx, op, args)
     if op.name in MOVES and all(t.quant.same_values(quantized[0].quant) for t in quantized):
         return op, args, keep
     new_args = [dequantize(cx.b, a, v.type) if is_quantized(v.type) else a for v, a in zip(op.operands, args)]
@@ -149,3 +166,115 @@ def lower(cx: Any, op: Op, args: list[Instruction]) -> tuple[Op, list[Instructio
 def requantize(b: Builder, results: list[Instruction], types: list[Any]) -> list[Instruction]:
     """Each result quantized to its op's quantized result type (the last step of dequantize_op_quantize)."""
     return [r if t is None else quantize(b, r, t) for r, t in zip(results, types)]
+
+
+# ---------------------------------------------------------------- ops with a region
+# ops whose region combines elements, with where each operand goes in the body's arguments (its element type)
+COMBINING = frozenset(["stablehlo.reduce", "stablehlo.reduce_window", "stablehlo.scatter",
+                       "stablehlo.select_and_scatter"])
+# ops whose region reads the storage integers as they are
+STORAGE_REGIONS = frozenset(["stablehlo.sort", "stablehlo.map"])
+# body ops that give the same result on dequantized values, computed once, as on quantized values step by step
+GRID_EXACT = frozenset(f"stablehlo.{n}" for n in "add maximum minimum compare select and or not return".split())
+
+
+def _body_types(op: Op) -> list[Any]:
+    """The type each operand is converted to before the body reads it (None: taken as it is)."""
+    n = len(op.operands)
+    if op.name in ("stablehlo.reduce", "stablehlo.reduce_window"):
+        args = op.regions[0][0].args
+        half = n // 2
+        return [args[i % half].type if len(args) == n else None for i in range(n)]
+    if op.name == "stablehlo.scatter":
+        args = op.regions[0][0].args
+        half = n // 2
+        if len(args) != 2 * half:
+            return [None] * n
+        return [args[i].type for i in range(half)] + [None] + [args[half + i].type for i in range(half)]
+    # select_and_scatter(operand, source, init): select reads the operand, scatter combines source into init
+    scatter = op.regions[1][0].args if len(op.regions) == 2 else []
+    if len(scatter) != 2:
+        return [None] * n
+    return [None, scatter[1].type, scatter[0].type]
+
+
+def to_destination_type(b: Builder, x: Instruction, src: Any, dst: Any) -> Instruction:
+    """The spec's to_destination_type between a quantized tensor and its body's quantized element type."""
+    if not is_quantized(src) or not is_quantized(dst):
+        return x
+    if src.quant.same_values(dst.quant):
+        return x
+    return quantize(b, dequantize(b, x, src), dst)
+
+
+def _promotable(src: TensorType, dst: Any) -> bool:
+    """The spec's is_promotable for quantized element types: the same expressed type, storage no narrower."""
+    return (is_quantized(dst) and dst.quant.expressed == src.quant.expressed
+            and int(dst.quant.storage[1:]) >= int(src.quant.storage[1:]))
+
+
+def _grid_exact(op: Op) -> bool:
+    """Whether the body's ops are all GRID_EXACT and its quantized values of one quantized type (one grid)."""
+    ops = [inner for region in op.regions for block in region for inner in block.ops]
+    if not all(inner.name in GRID_EXACT and not inner.regions for inner in ops):
+        return False
+    values = [a for region in op.regions for block in region for a in block.args] + [
+        r for inner in ops for r in inner.results]
+    grids = [v.type.quant for v in values if is_quantized(v.type)]
+    return all(g.same_values(grids[0]) for g in grids)
+
+
+def _float_value(v: Value, mapping: dict[int, Value]) -> Value:
+    new = Value(v.name, v.type.expressed() if is_quantized(v.type) else v.type)
+    mapping[id(v)] = new
+    return new
+
+
+def _float_region(region: list[Block], mapping: dict[int, Value]) -> list[Block]:
+    """A copy of a region whose quantized values are of their expressed types (values of the enclosing body it
+    reads stay the same values)."""
+    blocks = []
+    for block in region:
+        args = [_float_value(a, mapping) for a in block.args]
+        ops = []
+        for inner in block.ops:
+            operands = [mapping.get(id(v), v) for v in inner.operands]
+            results = [_float_value(r, mapping) for r in inner.results]
+            ops.append(dataclasses.replace(inner, operands=operands, results=results,
+                                           regions=[_float_region(r, mapping) for r in inner.regions]))
+        blocks.append(Block(args, ops))
+    return blocks
+
+
+def lower_region_op(cx: Any, op: Op, args: list[Instruction]) -> tuple[Op, list[Instruction], list[Any]]:
+    """An op with a region on quantized elements (see the module's docstring)."""
+    keep = [None] * len(op.results)
+    if op.name in STORAGE_REGIONS:
+        return op, args, keep
+    if op.name not in COMBINING:
+        first = next(v.type for v in op.operands + op.results if is_quantized(v.type))
+        raise cx.unsupported(op, f"a region computing on quantized elements ({first}) is not supported")
+    for v in op.operands + op.results:
+        if is_quantized(v.type) and v.type.quant.dim is not None:
+            raise cx.error(op, f"{v.name} is per-axis quantized ({v.type}); the spec takes per-tensor "
+                               "quantized tensors only")
+    body_types = _body_types(op)
+    for v, t in zip(op.operands, body_types):
+        if t is not None and (is_quantized(v.type) or is_quantized(t)) and not (
+                is_quantized(v.type) and _promotable(v.type, t)):
+            raise cx.error(op, f"its body takes {t} for {v.name} of {v.type}: a quantized element is read as a "
+                               "quantized type of the same expressed type and no narrower storage (is_promotable)")
+    types = [t if t is not None and is_quantized(v.type) else v.type for v, t in zip(op.operands, body_types)]
+    args = [to_destination_type(cx.b, a, v.type, t) for a, v, t in zip(args, op.operands, types)]
+    if _grid_exact(op):
+        mapping: dict[int, Value] = {}
+        plain = dataclasses.replace(
+            op, operands=[Value(v.name, t.expressed() if is_quantized(t) else t) for v, t in zip(op.operands, types)],
+            results=[Value(v.name, v.type.expressed() if is_quantized(v.type) else v.type) for v in op.results],
+            regions=[_float_region(r, mapping) for r in op.regions])
+        floats = [dequantize(cx.b, a, t) if is_quantized(t) else a for a, t in zip(args, types)]
+        return plain, floats, [v.type if is_quantized(v.type) else None for v in op.results]
+    if op.name == "stablehlo.reduce":
+        raise cx.unsupported(op, "a reduce of quantized elements whose body does more than add, take maxima or "
+                                 "minima, compare and select is not supported")
+    return _retyped(op, types, [v.type for v in op.results]), args, keep

@@ -51,6 +51,19 @@ class Q:
         return rng.integers(self.lo, self.hi + 1, size=shape).astype(STORAGE[self.storage])
 
 
+def step(q: Q, fn):
+    """The spec's dequantize_op_quantize of a binary float op, on storage integers of type q (one body step)."""
+    return lambda a, b: q.quantize(np.asarray(fn(q.dequantize(np.asarray(a)), q.dequantize(np.asarray(b)))))
+
+
+def fold(values, init, combine):
+    """A region applied along values from init, left to right (the schedule of the spec's interpreter)."""
+    acc = np.asarray(init)
+    for v in values:
+        acc = combine(acc, v)
+    return acc
+
+
 def qtensor(shape, q: Q) -> str:
     return "tensor<" + "".join(f"{d}x" for d in shape) + q.text() + ">"
 

@@ -328,16 +328,6 @@ def test_bitcast_convert_reads_the_storage_bits():
     assert_same(got, x.view(np.uint8))
 
 
-def test_a_region_on_quantized_elements_is_unsupported():
-    tq = qtensor((4,), A)
-    ts = qtensor((), A)
-    text = program([tq, ts], [ts], f"""
-  %0 = stablehlo.reduce(%arg0 init: %arg1) applies stablehlo.add across dimensions = [0] : ({tq}, {ts}) -> {ts}
-  return %0 : {ts}""")
-    with pytest.raises(mlcc.frontend.stablehlo.StableHLOUnsupportedError, match="stablehlo.(reduce|add).*quant.uniform"):
-        evaluate_text(text, [np.zeros(4, np.int8), np.zeros((), np.int8)])
-
-
 def test_convert_of_a_quantized_tensor_is_invalid():
     tq = qtensor((4,), A)
     text = program([tq], ["tensor<4xf32>"], f"""

@@ -8,9 +8,11 @@ range takes the last branch, as the spec says).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from mlcc.frontend.stablehlo import fold
+from mlcc.frontend.stablehlo import fold, quantized
 from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
 from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.ir import Instruction
@@ -72,6 +74,8 @@ def _condition(cx: Context, block: Block, carried: list[Instruction]) -> bool | 
             return bool(values[0].reshape(())) if len(values) == 1 and values[0].size == 1 else None
         if not fold.can_fold(op.name) or len(op.results) != 1 or op.results[0].type.dtype is None:
             return None
+        if quantized.involved(op):  # folding would compute on the storage integers
+            return None
         out = fold.evaluate(op, values, op.results[0].type.dtype)
         if out is None:
             return None
@@ -124,11 +128,15 @@ def _select(cx: Context, op: Op, pred: Instruction, a: Instruction | Complex,
     return cx.b.op("select", [pred, a, b])
 
 
+@complex_op("stablehlo.map")  # complex operands or result: the body's ops on Complex(re, im) tensors
 @stablehlo_op("stablehlo.map")
-def import_map(cx: Context, op: Op, args: list[Instruction]) -> Results:
+def import_map(cx: Context, op: Op, args: list[Any]) -> Results:
     """The scalar computation applied to every element: its ops applied to the whole tensors at once."""
     if not op.regions or not args:
         raise cx.error(op, "map needs operands and a computation")
-    dims = tuple(args[0].shape.dims)
+    first = args[0].re if isinstance(args[0], Complex) else args[0]
+    dims = tuple(first.shape.dims)
     (result,) = cx.import_lifted(op.regions[0], list(args), dims)
+    if isinstance(result, Complex):  # a constant result of the body is rank 0
+        return Complex(*(p if tuple(p.shape.dims) == dims else cx.b.broadcast_to(p, dims) for p in result))
     return result if tuple(result.shape.dims) == dims else cx.b.broadcast_to(result, dims)

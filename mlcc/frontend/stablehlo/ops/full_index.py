@@ -28,6 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mlcc.frontend.stablehlo import quantized
 from mlcc.frontend.stablehlo.importer import Context
 from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.ir import Instruction, Shape
@@ -218,7 +219,8 @@ def scatter_at(cx: Context, op: Op, body: list[Block] | None, operands: list[Ins
     if not all_in:
         full = _redirect(cx, full, ok, dims[0])
         operands = [_pad_first_dim(cx, x) for x in operands]
-    kinds = scatter_kinds(body[0], n) if body else None
+    # on quantized storage integers (a body quantized.py keeps quantized) each update goes through the body's ops
+    kinds = scatter_kinds(body[0], n) if body and not quantized.involved(op) else None
     if kinds is None:
         if body is None:
             raise cx.error(op, "scatter needs an update computation")

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from mlcc.frontend.stablehlo import quantized
 from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
 from mlcc.frontend.stablehlo.ops import full_index
 from mlcc.frontend.stablehlo.ops.data import int_tuple
@@ -148,7 +149,7 @@ def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
         raise cx.error(op, f"scatter takes operands, indices and as many updates ({len(args)} operands given)")
     n = len(args) // 2
     operands, indices, updates = list(args[:n]), args[n], list(args[n + 1:])
-    kinds = full_index.scatter_kinds(op.regions[0][0], n) if op.regions else None
+    kinds = full_index.scatter_kinds(op.regions[0][0], n) if op.regions and not quantized.involved(op) else None
     dn = _numbers(cx, op, "scatter_dimension_numbers")
     window_dims = [int(d) for d in dn.get("update_window_dims", [])]
     inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
