@@ -216,7 +216,7 @@ def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) 
                                 ranges)
     attentions = [h for h in found if h.opcode == "attention"]
     if len(attentions) != 1:
-        raise UnsupportedError(f"%{inst.name}: an attention fusion needs exactly one attention, found {len(attentions)}")
+        raise UnsupportedError(f"%{inst.name}: an attention fusion needs one attention, found {len(attentions)}")
     heavy = attentions[0]
     qkv, proj = _projection(heavy, inst)
     return attention_kernel(heavy, kernel_name, qkv, inst, ranges, proj)

@@ -85,7 +85,8 @@ def _why_not_view(name: str, view, dims, n: int, heads: int, d: int) -> str | No
         return f"{name} is not a slice of whole projection rows with contiguous head columns"
     col = view.offset % n
     head_stride = strides[-3] if heads > 1 else 0
-    if col + (max(heads, 1) - 1) * head_stride + d > n or any(s % n for s, size in zip(strides[:-3], dims) if size != 1):
+    outer = [s for s, size in zip(strides[:-3], dims) if size != 1]
+    if col + (max(heads, 1) - 1) * head_stride + d > n or any(s % n for s in outer):
         return f"{name}'s heads do not lie within one projection row"
     return None
 
@@ -93,7 +94,11 @@ def _why_not_view(name: str, view, dims, n: int, heads: int, d: int) -> str | No
 def why_not(producer: Instruction, consumer: Instruction, attention: Instruction, param: Instruction,
             outputs: set[int]) -> str | None:
     """Why the projection producer cannot move into the attention fusion consumer, if so."""
-    dot, value, _ = projection_of(producer)
+    found = projection_of(producer)
+    if found is None:
+        return (f"%{producer.name} is not a plain projection X @ W (+ bias): a dot of its inputs as they are, "
+                "alone or plus a bias along its last dim")
+    dot, value, _ = found
     if id(producer) in outputs or list(producer.users) != [consumer] or consumer.operands.count(producer) != 1:
         return f"%{producer.name} has other readers than the attention (it must stay on chip for it alone)"
     reached, stack = {id(param)}, [param]  # the parameter and its views
@@ -178,7 +183,7 @@ class QkvAttentionFusion(Pass):
             if param.opcode != "parameter":
                 continue
             producer = inst.operands[param.attrs["index"]]
-            if projection_of(producer) is None:
+            if not _dots(producer):
                 continue
             why = why_not(producer, inst, attention, param, outputs)
             if why is None:
@@ -193,6 +198,15 @@ class QkvAttentionFusion(Pass):
                          f"attention kernel: {why}")
         module.analyses.fusion_explanations = list(module.analyses.fusion_explanations) + notes
         return changed
+
+
+def _dots(inst: Instruction) -> list[Instruction]:
+    """The dots a bare dot or an output fusion computes."""
+    if inst.opcode == "dot":
+        return [inst]
+    if inst.opcode == "fusion" and inst.attrs.get("kind") == "output" and inst.called is not None:
+        return [i for i in inst.called.instructions if i.opcode == "dot"]
+    return []
 
 
 def _names(producer: Instruction) -> list[str]:
