@@ -13,6 +13,8 @@ import pytest
 
 import mlcc.emit.codegen.attention  # noqa: F401  (registers fusion:attention)
 from mlcc.emit.codegen.kernel import LaunchConfig, cdiv, lower
+from mlcc.emit.target.targets import TARGETS
+from mlcc.emit.tiling import tuned_config, tuning_candidates
 from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate_instruction
 from mlcc.hlo.ir import Instruction
@@ -79,3 +81,13 @@ def test_half_types_round_the_projection_to_the_value_type_as_stored(dtype):
     inst = merged(seq=24, t=dtype)
     check(inst)
     check(inst, tiles(inst, 24, 32, 16))
+
+
+def test_tuning_never_splits_the_queries_of_a_kernel_computing_its_projection():
+    inst = merged(seq=40)
+    kernel = lower(inst, "qkv_attention_under_test")
+    for name in ("sm_80", "sm_90", "gfx942"):
+        found = tuning_candidates(kernel, TARGETS[name])
+        assert found and all(c.constexprs["BLOCK_M"] >= 40 for c in found), name
+        with pytest.raises(ValueError, match="BLOCK_M must hold all 40 queries"):
+            tuned_config(kernel, TARGETS[name], {"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)

@@ -175,7 +175,8 @@ def attention_candidates(problem: dict, spec: Target) -> list[LaunchConfig]:
         depth = spec.attention_stages or 2
         stage_choices = [max(1, depth - 1), depth, depth + 1]
     configs = []
-    for bm in (32, 64, 128):
+    whole = clamp_pow2(problem["sq"], 16, 1 << 20)  # a kernel computing its QKV projection: all queries at once
+    for bm in (whole,) if problem.get("whole_sequence") else (32, 64, 128):
         for bn in (32, 64, 128):
             tiles = {"BLOCK_M": clamp_pow2(problem["sq"], 16, bm), "BLOCK_N": clamp_pow2(problem["sk"], 16, bn)}
             for warps in (4, 8) if tiles["BLOCK_M"] * tiles["BLOCK_N"] >= 64 * 64 else (4,):
@@ -190,6 +191,9 @@ def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
     for name in ("BLOCK_M", "BLOCK_N"):
         if not is_pow2(tiles[name]) or tiles[name] < 16:
             return f"{name} must be a power of two >= 16 (tl.dot), not {tiles[name]}"
+    if problem.get("whole_sequence") and tiles["BLOCK_M"] < problem["sq"]:
+        return (f"BLOCK_M must hold all {problem['sq']} queries: the kernel computes its QKV projection, and each "
+                "further query block would compute its head's k and v again")
     return None
 
 
