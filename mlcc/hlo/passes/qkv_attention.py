@@ -143,13 +143,13 @@ def why_not(producer: Instruction, consumer: Instruction, attention: Instruction
         why = _why_not_view(name, view, op.shape.dims, n, h, width)
         if why is not None:
             return why
-    if max(sq, sk) > MAX_QKV_SEQ:
+    if sq > MAX_QKV_SEQ:  # (any number of keys: a program's key loop computes each key block's k and v once)
         k_dim = lhs.shape.dims[-1]
         blocks = -(-sq // MAX_QKV_SEQ)
         extra = (blocks - 1) * 2 * sk * k_dim * (d + dv)
         return (f"{sq} queries span {blocks} query blocks of at most {MAX_QKV_SEQ} (MAX_QKV_SEQ): each block's "
                 f"program would recompute its head's K and V projection, {extra:,} FLOPs more per (batch, head) "
-                "and X and W read once per block, more than the stored projection costs")
+                "and X and W read again by each block, where the stored projection is computed once")
     return None
 
 
