@@ -26,7 +26,7 @@ from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, ker
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
-                                     needs_int64, pointer_params, read_as_is, read_in_place, result_roots,
+                                     heavy_ops, needs_int64, pointer_params, read_as_is, read_in_place, result_roots,
                                      sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
@@ -35,6 +35,7 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
+from mlcc.hlo.passes.qkv_attention import plain_projection
 from mlcc.hlo.views import affine_view
 
 
@@ -69,20 +70,24 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
 
 
 def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
-                      ranges: Ranges = NO_RANGES) -> dict:
+                      ranges: Ranges = NO_RANGES, whole: bool = False) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
-    largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates."""
+    largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates.
+    "whole_sequence": the kernel computes its QKV projection, so all queries go in one block (no program
+    computes another's k and v tiles again)."""
     problem = {"sq": upper(sq, ranges), "sk": upper(sk, ranges), "d": d, "dv": dv,
                "batch_heads": upper(batch_heads, ranges),
                "dtype": dtype}
     if not all(isinstance(x, int) for x in (sq, sk, batch_heads)):
         problem["sizes"] = (sq, batch_heads)
+    if whole:
+        problem["whole_sequence"] = True
     return problem
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: Target = GENERIC, ranges: Ranges = NO_RANGES) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges)
+            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -133,11 +138,14 @@ def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
         block_m = clamp_pow2(sq, 16, 32 if wide_head or dtype == "f64" else 64)
         block_n = clamp_pow2(sk, 16, 32)
         warps, stages = 4, spec.attention_stages or 2
+    if problem.get("whole_sequence"):  # a kernel computing its QKV projection: every query in one block
+        block_m = max(block_m, clamp_pow2(sq, 16, 1 << 20))
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and stages > 1:
         stages -= 1
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_n > 16:
         block_n //= 2
-    while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_m > 16:
+    while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_m > 16 and \
+            not problem.get("whole_sequence"):
         block_m //= 2
     return attention_config(problem, {"BLOCK_M": block_m, "BLOCK_N": block_n}, warps, stages)
 
@@ -167,7 +175,8 @@ def attention_candidates(problem: dict, spec: Target) -> list[LaunchConfig]:
         depth = spec.attention_stages or 2
         stage_choices = [max(1, depth - 1), depth, depth + 1]
     configs = []
-    for bm in (32, 64, 128):
+    whole = clamp_pow2(problem["sq"], 16, 1 << 20)  # a kernel computing its QKV projection: all queries at once
+    for bm in (whole,) if problem.get("whole_sequence") else (32, 64, 128):
         for bn in (32, 64, 128):
             tiles = {"BLOCK_M": clamp_pow2(problem["sq"], 16, bm), "BLOCK_N": clamp_pow2(problem["sk"], 16, bn)}
             for warps in (4, 8) if tiles["BLOCK_M"] * tiles["BLOCK_N"] >= 64 * 64 else (4,):
@@ -182,6 +191,9 @@ def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
     for name in ("BLOCK_M", "BLOCK_N"):
         if not is_pow2(tiles[name]) or tiles[name] < 16:
             return f"{name} must be a power of two >= 16 (tl.dot), not {tiles[name]}"
+    if problem.get("whole_sequence") and tiles["BLOCK_M"] < problem["sq"]:
+        return (f"BLOCK_M must hold all {problem['sq']} queries: the kernel computes its QKV projection, and each "
+                "further query block would compute its head's k and v again")
     return None
 
 
@@ -199,10 +211,45 @@ def lower_attention(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kern
 
 @lowering("fusion:attention")
 def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
-    """Attention with its mask computed in the kernel (and any elementwise epilogue on its result)."""
-    heavy = heavy_op(inst, ("attention",))
-    return attention_kernel(heavy, kernel_name, [_loaded(op, inst) for op in heavy.operands[:3]], inst,
-                            ranges)
+    """Attention with its mask computed in the kernel (and any elementwise epilogue on its result); with a
+    dot in the fusion, q, k and v are that QKV projection's tiles, computed in the kernel (_projection)."""
+    found = heavy_ops(inst, ("attention", "dot"))
+    if not any(h.opcode == "dot" for h in found):
+        heavy = heavy_op(inst, ("attention",))
+        return attention_kernel(heavy, kernel_name, [_loaded(op, inst) for op in heavy.operands[:3]], inst,
+                                ranges)
+    attentions = [h for h in found if h.opcode == "attention"]
+    if len(attentions) != 1:
+        raise UnsupportedError(f"%{inst.name}: an attention fusion needs one attention, found {len(attentions)}")
+    heavy = attentions[0]
+    qkv, proj = _projection(heavy, inst)
+    return attention_kernel(heavy, kernel_name, qkv, inst, ranges, proj)
+
+
+def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[FusedOperand], dict]:
+    """q, k and v as strided views of the fusion's QKV projection X @ W (+ bias) (the projection's own strides,
+    which the template turns into rows of X and columns of W: mlcc/hlo/passes/qkv_attention.py), and what
+    the template computes their tiles from."""
+    views = [affine_view(op) for op in attention.operands[:3]]
+    value = views[0].source if views[0] is not None else None
+    found = plain_projection(value) if value is not None else None
+    if found is None or any(v is None or v.source is not value for v in views):
+        raise UnsupportedError(f"%{fusion.name}: q, k and v are not strided views of one projection X @ W (+ bias)")
+    dot, _, bias = found
+    x, w = dot.operands
+    if not x.shape.is_row_major() or not value.shape.is_row_major() or \
+            list(dot.attrs["lhs_contracting_dims"]) != [x.shape.rank - 1] or w.shape.rank != 2:
+        raise UnsupportedError(f"%{fusion.name}: the projection %{dot.name} is not row-major X [..., K] @ W [K, N]")
+    n, k = value.shape.dims[-1], x.shape.dims[-1]
+    ws = kernel_strides(w.shape)
+    c = dot.attrs["rhs_contracting_dims"][0]
+    qkv = [FusedOperand(int(x.attrs["index"]), op.shape, 0, view.strides)
+           for op, view in zip(attention.operands[:3], views)]
+    proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
+            "w_n": ws[1 - c], "block_k": clamp_pow2(k, 16, 32), "offsets": [v.offset for v in views],
+            "bias": f"in{bias.attrs['index']}" if bias is not None else None,
+            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0}
+    return qkv, proj
 
 
 def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
@@ -217,9 +264,10 @@ def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
 
 
 def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand | None],
-                     fusion: Instruction | None, ranges: Ranges) -> Kernel:
+                     fusion: Instruction | None, ranges: Ranges, proj: dict | None = None) -> Kernel:
     """The kernel of attention inst reading q, k, v from qkv (None: computed from the fusion's inputs as
-    the kernel loads each tile); the mask and the epilogue from fusion if any."""
+    the kernel loads each tile; with proj, each tile computed as rows of X times columns of W, qkv giving
+    their views' strides in X @ W); the mask and the epilogue from fusion if any."""
     qkv = [op if op is not None else FusedOperand(-1, inst.operands[i].shape) for i, op in enumerate(qkv)]
     computed = [op.index < 0 for op in qkv]
     q, k, v = (op.shape for op in qkv)
@@ -271,8 +319,10 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed)
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3)
         flops += ops
+        if proj is not None:  # the q tile once, every key's k and v tiles once (the whole sequence in one block)
+            flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d + upper(sk, ranges) * (d + dv))
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     names += [f"sym_{s}" for s in symbols]
     pointers += ["i32"] * len(symbols)
@@ -289,11 +339,14 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),
-                    v_type=tl_type(v.dtype), **fused)
+                    v_type=tl_type(v.dtype), proj=proj, **fused)
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
-                  gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges),
-                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges),
-                  flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges)},
+                  gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges,
+                              whole=proj is not None),
+                  interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges,
+                                      whole=proj is not None),
+                  flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges,
+                                                                   whole=proj is not None)},
                   scalars=symbols,
                   body_ir=sections_ir(**fused))
 

@@ -1,0 +1,33 @@
+"""An encoder self-attention layer as IR text: x [2, seq, 16] @ w [16, 48] (+ b) -> q, k, v sliced out of the
+merged projection, 2 heads of 8, as the layout passes leave them (reshape and transpose are bitcasts)."""
+
+from __future__ import annotations
+
+DOT = "lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+
+
+def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: bool = False, t: str = "f32",
+            w_layout: str = "1,0") -> str:
+    heads, d, hidden = 2, 8, 16
+    n = 3 * heads * d
+    lines = [f"%x = {t}[2,{seq},{hidden}]{{2,1,0}} parameter(0), name=x",
+             f"%w = {t}[{hidden},{n}]{{{w_layout}}} parameter(1), name=w"]
+    if bias:
+        lines += [f"%b = {t}[{n}]{{0}} parameter(2), name=b",
+                  f"%d = {t}[2,{seq},{n}]{{2,1,0}} dot(%x, %w), {DOT}",
+                  f"%bb = {t}[2,{seq},{n}]{{2,1,0}} broadcast(%b), dimensions={{2}}",
+                  f"%qkv = {t}[2,{seq},{n}]{{2,1,0}} add(%d, %bb)"]
+    else:
+        lines += [f"%qkv = {t}[2,{seq},{n}]{{2,1,0}} dot(%x, %w), {DOT}"]
+    for i, name in enumerate("qkv"):
+        lines += [(f"%{name}s = {t}[2,{seq},{heads * d}]{{2,1,0}} slice(%qkv), start_indices={{0,0,{i * heads * d}}}, "
+                   f"limit_indices={{2,{seq},{(i + 1) * heads * d}}}, strides={{1,1,1}}"),
+                  f"%{name}r = {t}[2,{seq},{heads},{d}]{{3,2,1,0}} bitcast(%{name}s)",
+                  f"%{name}h = {t}[2,{heads},{seq},{d}]{{3,1,2,0}} bitcast(%{name}r)"]
+    lines.append(f"%a = {t}[2,{heads},{seq},{d}]{{3,1,2,0}} attention(%qh, %kh, %vh), "
+                 f"causal={'true' if causal else 'false'}, scale=0.35")
+    if extra_user:  # the projection is a model output too
+        lines.append(f"ROOT %r = ({t}[2,{heads},{seq},{d}]{{3,1,2,0}}, {t}[2,{seq},{n}]{{2,1,0}}) tuple(%a, %qkv)")
+    else:
+        lines.append(f"ROOT %r = {t}[2,{heads},{seq},{d}]{{3,1,2,0}} bitcast(%a)")
+    return "HloModule m\n\nENTRY %main {\n  " + "\n  ".join(lines) + "\n}\n"
