@@ -48,6 +48,7 @@ from mlcc.emit.codegen.triton_types import TL_FP8
 from mlcc.emit.matmul_tiles import FP8, HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
+from mlcc.hlo.passes.a_prologue import MAX_NORM_ROW
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
@@ -176,7 +177,9 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
     """The row norm the dot applies to its A tiles (mlcc/hlo/passes/fusion.py's norm_prologue_chain): the
     norm's input over a [BLOCK_M, BLOCK_K] tile that spans whole rows (lane_am the flat row, lane_ak the
     column, mask_a the lanes in bounds), its scale and bias over the columns (mask_ka); the template
-    computes the row statistics and the normalized A tile from them, as row_norm.py.jinja would."""
+    computes the row statistics and the normalized A tile from them, as row_norm.py.jinja would. Rows longer
+    than MAX_NORM_ROW ("two_pass") span several K tiles: the template's statistics loop over them comes first
+    (templates/_norm_prologue.jinja's row_stats), then the K loop normalizes each tile as it loads it."""
     norm = io.lhs_norm
     if norm is None:
         return None
@@ -197,7 +200,7 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
     return {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": x, "scale": params[0],
             "bias": params[1] if len(params) > 1 else None, "epsilon": float(norm.attrs["epsilon"]),
             "compute_type": tl_type(compute), "sqrt": "tl.sqrt_rn", "a_type": tl_type(norm.shape.dtype),
-            "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
+            "two_pass": k > MAX_NORM_ROW, "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
 
 
 def _picked_rows_section(io: Operands) -> dict:
@@ -318,7 +321,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
 
     weight, weight_ops = _weight_section(io, rb, rf, rc)
     a_norm = _lhs_norm_section(io, k)
-    whole_k = a_norm is not None and a_norm["op"] != "rows"
+    whole_k = a_norm is not None and a_norm["op"] != "rows" and not a_norm["two_pass"]
     weight_1, weight_1_ops = (None, 0) if io.second is None or io.second.weight is None else \
         _weight_section(io, rb, rf, rc, io.second.weight, "w1_")  # a gated MLP's second dequantized weight
     weight_flops = (weight_ops + weight_1_ops) * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles
