@@ -1,9 +1,11 @@
 """Pre-norm blocks with rows longer than a K tile (hidden 512, LLaMA's RMSNorm and GPT-2's LayerNorm): the norm
-is applied as the consuming GEMM loads its A tiles (mlcc/hlo/passes/a_prologue.py), its row statistics from a
-loop over the program's rows before the K loop (templates/_norm_prologue.jinja's row_stats). The residual
-stream is computed by a GEMM's epilogue (an attention output projection plus its residual), normalized, and
-read by the merged Q/K projection. It must launch no norm kernel, store no normalized activations, and match
-onnxruntime on CPU and under the sm_90 binaries' launch configs (sim:sm_90)."""
+is applied as the consuming GEMM loads its A tiles (mlcc/hlo/passes/a_prologue.py). The residual stream is
+normalized and read by the merged Q/K projection. When a GEMM's epilogue computes it (an attention output
+projection plus its residual), that kernel also stores its rows' statistics as per-64-column partials
+(mlcc/hlo/passes/norm_statistics.py) and the Q/K GEMM combines them; when a loop kernel computes it (a plain
+residual add), the Q/K GEMM computes them itself in a loop over its rows before its K loop
+(templates/_norm_prologue.jinja's row_stats). Either way no norm kernel is launched, no normalized activations
+are stored, and the outputs match onnxruntime on CPU and under the sm_90 binaries' launch configs (sim:sm_90)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,9 @@ import mlcc
 HIDDEN, SEQ, HEAD = 512, 16, 64
 
 
-def pre_norm_block(tmp_path, kind: str) -> tuple[str, dict[str, np.ndarray]]:
-    """h = x @ w1 + b1 + res (a model output, as the residual stream is read by the next residual add), then
-    q = norm(h) @ wq and k = norm(h) @ wk."""
+def pre_norm_block(tmp_path, kind: str, producer: str = "gemm") -> tuple[str, dict[str, np.ndarray]]:
+    """h = x @ w1 + b1 + res (producer "gemm") or h = x + res ("add"), a model output as the residual stream is
+    read by the next residual add; then q = norm(h) @ wq and k = norm(h) @ wk."""
     rng = np.random.default_rng(3)
 
     def weight(*shape):
@@ -33,6 +35,9 @@ def pre_norm_block(tmp_path, kind: str) -> tuple[str, dict[str, np.ndarray]]:
               "wq": weight(HIDDEN, HEAD), "wk": weight(HIDDEN, HEAD)}
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["p"]), helper.make_node("Add", ["p", "b1"], ["pb"]),
              helper.make_node("Add", ["pb", "res"], ["h"])]
+    if producer == "add":
+        nodes = [helper.make_node("Add", ["x", "res"], ["h"])]
+        del arrays["w1"], arrays["b1"]
     if kind == "rms":
         nodes.append(helper.make_node("RMSNormalization", ["h", "g"], ["n"], axis=-1, epsilon=1e-6))
         del arrays["beta"]
@@ -48,32 +53,47 @@ def pre_norm_block(tmp_path, kind: str) -> tuple[str, dict[str, np.ndarray]]:
         [numpy_helper.from_array(a, n) for n, a in arrays.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
-    path = tmp_path / f"pre_{kind}_norm.onnx"
+    path = tmp_path / f"pre_{kind}_norm_{producer}.onnx"
     onnx.save(model, path)
     return str(path), arrays
 
 
 @pytest.mark.parametrize("kind", ["rms", "layer"])
+@pytest.mark.parametrize("producer", ["gemm", "add"])
 @pytest.mark.parametrize("device, target", [("cpu", "none"), ("sim:sm_90", "sm_90")])
-def test_a_long_row_norm_is_applied_in_the_gemms_a_loads_and_matches_onnxruntime(tmp_path, kind, device, target):
-    path, arrays = pre_norm_block(tmp_path, kind)
+def test_a_long_row_norm_is_applied_in_the_gemms_a_loads_and_matches_onnxruntime(tmp_path, kind, producer, device,
+                                                                                 target):
+    path, arrays = pre_norm_block(tmp_path, kind, producer)
     r = mlcc.compile(path, tmp_path / "b", targets=[] if target == "none" else [target], cache_dir="")
     manifest = json.loads((r.out_dir / "manifest.json").read_text())
     kernels = {k["name"]: k for k in manifest["kernels"]}
-    templates = [kernels[s["kernel"]]["template"] for s in manifest["schedule"]]
-    # the residual GEMM, the normalizing Q/K GEMM, and the two slices of the merged projection's output: no
-    # norm kernel
-    assert "row_norm.py.jinja" not in templates and templates[:2] == ["matmul.py.jinja", "matmul.py.jinja"]
-    assert len(templates) == 4
-    source = (r.out_dir / kernels[manifest["schedule"][1]["kernel"]]["source"]).read_text()
-    assert source.count("for k_start in range(0, 512, BLOCK_K)") == 2  # the statistics loop, then the K loop
-    # the normalizing GEMM reads h, the norm's scale (and bias) and both weights: the normalized [16, 512] rows
-    # are neither written nor read by anyone
-    expected = (SEQ * HIDDEN + sum(arrays[n].size for n in ("g", "beta", "wq", "wk") if n in arrays)) * 4
-    assert manifest["schedule"][1]["bytes_read"] == expected
+    steps = manifest["schedule"]
+    templates = [kernels[s["kernel"]]["template"] for s in steps]
+    # the residual (GEMM or add), the normalizing Q/K GEMM, the two slices of the merged projection's output:
+    # no norm kernel
+    assert templates == ["matmul.py.jinja" if producer == "gemm" else "loop.py.jinja", "matmul.py.jinja",
+                         "loop.py.jinja", "loop.py.jinja"]
+    source = (r.out_dir / kernels[steps[1]["kernel"]]["source"]).read_text()
+    rows = SEQ * HIDDEN * 4
+    # the partials: 8 of 64 columns per row, a sum of squares (rms) or a mean and an M2 (layer) each, in f32
+    stats = SEQ * (HIDDEN // 64) * (1 if kind == "rms" else 2) * 4 if producer == "gemm" else 0
+    assert steps[0]["bytes_written"] == rows + stats
+    # the Q/K GEMM reads h (and its statistics), the norm's scale (and bias) and both weights: the normalized
+    # [16, 512] rows are neither written nor read by anyone
+    params = sum(arrays[n].size for n in ("g", "beta", "wq", "wk") if n in arrays) * 4
+    assert steps[1]["bytes_read"] == rows + params + stats
+    loops = source.count("for k_start in range(0, 512, BLOCK_K)")
+    assert loops == (1 if producer == "gemm" else 2)  # the statistics loop only where no producer stored them
     rng = np.random.default_rng(4)
     inputs = {n: rng.standard_normal((1, SEQ, HIDDEN)).astype(np.float32) for n in ("x", "res")}
     want = dict(zip(("h", "q", "k"), ort.InferenceSession(path).run(None, inputs)))
     got = mlcc.load(r.out_dir, device=device).run(inputs)
     for name, ref in want.items():
         np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def test_a_norm_whose_input_no_gemm_computes_says_why_its_statistics_are_not_stored(tmp_path):
+    path, _ = pre_norm_block(tmp_path, "rms", "add")
+    r = mlcc.compile(path, tmp_path / "b", targets=[], cache_dir="")
+    assert "%add -> %fusion.dot.2: row statistics not computed by the producer: the norm's input comes from a " \
+           "kernel of its own (add), not a GEMM's epilogue" in r.fusion_explanations
