@@ -115,7 +115,7 @@ def producer_refusal(producer: Instruction, norm: Instruction) -> str | None:
     """Why the kernel computing a norm's input cannot store its rows' statistics too, if so."""
     if producer.opcode != "fusion" or producer.attrs.get("kind") != "output":
         what = "is a model input" if producer.opcode in ("parameter", "constant") else (
-            f"comes from a {producer.attrs.get('kind')} fusion" if producer.opcode == "fusion"
+            f"comes from a fusion of kind {producer.attrs.get('kind')}" if producer.opcode == "fusion"
             else f"comes from a kernel of its own ({producer.opcode})")
         return f"the norm's input {what}, not a GEMM's epilogue"
     if producer.shape.is_tuple:
