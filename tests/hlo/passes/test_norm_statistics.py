@@ -15,7 +15,7 @@ from tests.hlo.passes.pass_numerics import check_rewrite, run
 def _block(norm: str = "layer-norm", row: int = 512, residual: str = "gemm") -> str:
     """A residual stream h (a model output) computed by a GEMM's epilogue, or by an add alone, then normalized
     in the A loads of the next GEMM, as fusion leaves them."""
-    scale = f"%param_1, %param_2" if norm == "layer-norm" else "%param_1"
+    scale = "%param_1, %param_2" if norm == "layer-norm" else "%param_1"
     more = f"""
         %param_2 = f32[{row}]{{0}} parameter(2)""" if norm == "layer-norm" else ""
     w = 3 if norm == "layer-norm" else 2
