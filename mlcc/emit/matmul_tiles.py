@@ -289,7 +289,7 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
         if problem.get("whole_k"):
             bk = max(_min_k(dtype), next_pow2(k))
         if not problem["whole_rows"]:
-            bn = clamp_pow2(n, 16, bn)
+            bn = max(clamp_pow2(n, 16, bn), problem.get("min_block_n", 0))
         tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
         for warps in _warp_choices(bm, bn, target):
             for stages in _stage_choices(target, bm * bn <= 64 * 64):
@@ -309,6 +309,9 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     if problem.get("whole_k") and tiles["BLOCK_K"] < problem["k"]:
         return f"BLOCK_K must span all {problem['k']} contracted elements (the A loads normalize rows), " \
                f"not {tiles['BLOCK_K']}"
+    if tiles["BLOCK_N"] % problem.get("min_block_n", 1):
+        return f"BLOCK_N must be a multiple of {problem['min_block_n']} (the epilogue stores row statistics per " \
+               f"{problem['min_block_n']} columns), not {tiles['BLOCK_N']}"
     if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:
         return f"BLOCK_N must span all {problem['n']} columns (the epilogue normalizes rows), not {tiles['BLOCK_N']}"
     return None

@@ -147,3 +147,20 @@ ENTRY %main {{
         (got,) = run_kernel(kernel, inst, [x], config)
         want = _partials(x.reshape(15, ROW).astype(np.float64), "layer-norm" if moments == "mean-m2" else "rms-norm")
         np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_gemm_storing_row_statistics_gets_tiles_of_whole_partials():
+    # 16 x 512 (a decode-sized residual GEMM): the heuristic would narrow BLOCK_N to fill the device's SMs;
+    # each 64-column partial must have one program, so BLOCK_N stays a multiple of 64, on every target and in
+    # every config `mlcc tune` would time
+    from mlcc.emit.matmul_tiles import _matmul_check, matmul_candidates, matmul_heuristic, matmul_launch, matmul_problem
+    from mlcc.emit.target.targets import TARGETS
+
+    problem = matmul_problem(16, 512, 512, 1, "f32", min_block_n=64)
+    for interpreter in (False, True):
+        assert matmul_launch(16, 512, 512, 1, "f32", interpreter, min_block_n=64).constexprs["BLOCK_N"] % 64 == 0
+    for target in TARGETS.values():
+        assert matmul_heuristic(problem, target).constexprs["BLOCK_N"] % 64 == 0
+        assert all(c.constexprs["BLOCK_N"] % 64 == 0 for c in matmul_candidates(problem, target))
+    assert "a multiple of 64" in _matmul_check(problem, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8})
+    assert _matmul_check(problem, {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}) is None
