@@ -135,7 +135,8 @@ class Operands:
             raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator or "
                                    "epilogue norm (only a quantizing one does), and one reading gathered rows or "
                                    "quantizing them no weight prologue")
-        out = result_roots(inst)[0].shape  # a second result (row statistics) is stored by _row_stats_result's code
+        # the fusion's result as laid out outside it; a second one (row statistics) _row_stats_result's code stores
+        out = inst.shape.elements[0] if inst.shape.is_tuple else inst.shape
         return Operands(heavy, lhs, rhs, out, tuple(op.shape for op in inst.operands), inst, ranges,
                         extra, norms[0] if norms else None, weight, lhs_norm)
 
@@ -148,8 +149,8 @@ class Operands:
     def pointers(self) -> list[str]:
         """The kernel's argument types: the pointers (a result each, several for a dot storing its rows'
         statistics too), then an i32 per symbol."""
-        outs = [r.shape for r in result_roots(self.fusion)] if self.fusion is not None \
-            and self.fusion.shape.is_tuple else [self.out]
+        outs = list(self.fusion.shape.elements) if self.fusion is not None and self.fusion.shape.is_tuple \
+            else [self.out]
         return [triton_pointer(s) for s in self.inputs] + [triton_pointer(s) for s in outs] \
             + ["i32"] * len(self.symbols())
 
