@@ -26,6 +26,7 @@ from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.kv_cache import KvCacheAnalysis
 from mlcc.hlo.passes.layout_assignment import LayoutAssignment, TransposeToBitcast
 from mlcc.hlo.passes.multi_output import MultiOutputFusion
+from mlcc.hlo.passes.norm_statistics import NormStatistics
 from mlcc.hlo.passes.qkv_attention import QkvAttentionFusion
 from mlcc.hlo.passes.dynamic_quant import SinkDynamicScale
 from mlcc.hlo.passes.packed_arena import PackArenaValues
@@ -87,7 +88,7 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
         # Fusion is an optimization: with it disabled every op is its own kernel, and the decisions are still final.
         Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), B2bFusion(fusion_kinds()),
-                          QkvAttentionFusion(fusion_kinds()),
+                          QkvAttentionFusion(fusion_kinds()), NormStatistics(fusion_kinds()),
                           PackArenaValues(), DeadCodeElimination()], requires=frozenset({LAYOUTS}),
               guarantees=frozenset({FUSED})),
         Phase("schedule", [Schedule()], requires=frozenset({LAYOUTS, FUSED}), guarantees=frozenset({SCHEDULED}),

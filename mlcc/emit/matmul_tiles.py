@@ -41,7 +41,7 @@ def uses_tl_dot(dtype: str) -> bool:
 
 def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_rows: bool = False,
                    ranges: Ranges = NO_RANGES, weight_prologue: bool = False, whole_k: bool = False,
-                   rhs_dtype: str | None = None) -> dict:
+                   rhs_dtype: str | None = None, min_block_n: int = 0) -> dict:
     """What a matmul or conv kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at
     the largest value of their range; "sizes" keeps them (m, n, batch) for the grid the runtime evaluates;
     "weight_prologue" (only when set) says the kernel computes its B tiles (a packed weight dequantized in
@@ -54,6 +54,8 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
         problem["weight_prologue"] = True
     if whole_k:  # the kernel normalizes its A rows as it loads them: one K tile spans a row (BLOCK_K >= k)
         problem["whole_k"] = True
+    if min_block_n:  # the epilogue stores partial row statistics of min_block_n columns each (norm_statistics)
+        problem["min_block_n"] = min_block_n
     if not all(isinstance(x, int) for x in (m, n, k, batch)):
         problem["sizes"] = (m, n, batch)
     return problem
@@ -61,11 +63,13 @@ def matmul_problem(m: Size, n: Size, k: Size, batch: Size, dtype: str, whole_row
 
 def matmul_launch(m: Size, n: Size, k: Size, batch: Size, dtype: str, interpreter: bool,
                   whole_rows: bool = False, target: Target = GENERIC, ranges: Ranges = NO_RANGES,
-                  weight_prologue: bool = False, whole_k: bool = False, rhs_dtype: str | None = None) -> LaunchConfig:
+                  weight_prologue: bool = False, whole_k: bool = False, rhs_dtype: str | None = None,
+                  min_block_n: int = 0) -> LaunchConfig:
     """Tiles for an [m x k] @ [k x n] product repeated over `batch` (grid axis 1); with whole_rows, one
     tile spans all n columns (an epilogue that normalizes rows), and fewer rows keep the tile's size.
     On a GPU the tiles follow target (GENERIC: what every GPU can run)."""
-    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue, whole_k, rhs_dtype)
+    problem = matmul_problem(m, n, k, batch, dtype, whole_rows, ranges, weight_prologue, whole_k, rhs_dtype,
+                             min_block_n)
     if problem["batch"] > MAX_GRID_Y:
         raise UnsupportedError(f"{batch} batch elements exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if whole_rows and not uses_tl_dot(dtype):
@@ -115,6 +119,7 @@ def _interpreter_tiles(p: dict) -> tuple[dict[str, int], int, int]:
         return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, 4, 2
     if p.get("whole_k"):
         bk = max(_min_k(p["dtype"]), next_pow2(k))
+    bn = max(bn, p.get("min_block_n", 0))
     warps = 8 if bm * bn >= 128 * 128 else 4
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}, warps, 3
 
@@ -143,6 +148,7 @@ def _gpu_tiles(p: dict, target: Target) -> tuple[dict[str, int], int, int]:
         cap_m, cap_n, cap_k = target.half_tile if half else target.float_tile
         bm, bn, bk = clamp_pow2(m, 16, cap_m), clamp_pow2(n, 16, cap_n), clamp_pow2(k, _min_k(dtype), cap_k)
         bm, bn = _fill_device(m, n, p["batch"], bm, bn, target)
+    bn = max(bn, p.get("min_block_n", 0))  # whole partials of the rows' statistics per tile
     stages = target.matmul_stages
     if p.get("weight_prologue"):
         bk, bn, stages = _weight_prologue_tiles(bk, bn, stages, WEIGHT_TILE if half else WEIGHT_TILE // 2)
@@ -283,7 +289,7 @@ def matmul_candidates(problem: dict, target: Target) -> list[LaunchConfig]:
         if problem.get("whole_k"):
             bk = max(_min_k(dtype), next_pow2(k))
         if not problem["whole_rows"]:
-            bn = clamp_pow2(n, 16, bn)
+            bn = max(clamp_pow2(n, 16, bn), problem.get("min_block_n", 0))
         tiles = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": GROUP_M}
         for warps in _warp_choices(bm, bn, target):
             for stages in _stage_choices(target, bm * bn <= 64 * 64):
@@ -303,6 +309,9 @@ def _matmul_check(problem: dict, tiles: dict[str, int]) -> str | None:
     if problem.get("whole_k") and tiles["BLOCK_K"] < problem["k"]:
         return f"BLOCK_K must span all {problem['k']} contracted elements (the A loads normalize rows), " \
                f"not {tiles['BLOCK_K']}"
+    if tiles["BLOCK_N"] % problem.get("min_block_n", 1):
+        return f"BLOCK_N must be a multiple of {problem['min_block_n']} (the epilogue stores row statistics per " \
+               f"{problem['min_block_n']} columns), not {tiles['BLOCK_N']}"
     if problem["whole_rows"] and tiles["BLOCK_N"] < problem["n"]:
         return f"BLOCK_N must span all {problem['n']} columns (the epilogue normalizes rows), not {tiles['BLOCK_N']}"
     return None

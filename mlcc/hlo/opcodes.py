@@ -176,8 +176,16 @@ _TABLE: list[OpInfo] = [
             "feature_group_count", "dim_labels")),
     # composites: ops the author wrote, recognised or imported whole
     OpInfo("softmax", 1, "composite", ("dimension",), ("log",), flags=_ROW | {"row_normalization"}),
-    OpInfo("layer-norm", 3, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
-    OpInfo("rms-norm", 2, "composite", ("dimensions", "epsilon"), flags=_ROW | {"row_normalization", "row_norm"}),
+    # a norm may take a last operand more: its rows' statistics as partials a row-stats computed (the kernel
+    # that produced its input stored them: mlcc/hlo/passes/norm_statistics.py), which it combines
+    OpInfo("layer-norm", VARIADIC, "composite", ("dimensions", "epsilon"), min_arity=3,
+           flags=_ROW | {"row_normalization", "row_norm"}),
+    OpInfo("rms-norm", VARIADIC, "composite", ("dimensions", "epsilon"), min_arity=2,
+           flags=_ROW | {"row_normalization", "row_norm"}),
+    # each row's statistics over its last dim in parts of `part` elements, in f32: "squares" (an rms-norm's)
+    # gives each part's sum of squares, [rows..., parts]; "mean-m2" (a layer-norm's) each part's mean and M2
+    # (its sum of squared deviations from that mean), [rows..., parts, 2], combined by Chan's formula
+    OpInfo("row-stats", 1, "composite", ("dimensions", "part", "moments")),
     OpInfo("batch-norm-inference", 5, "composite", ("epsilon", "feature_index"), flags={"layout_agnostic"}),
     OpInfo("attention", VARIADIC, "composite", ("scale", "causal"),
            ("masked_value", "window", "softcap", "score_quant", "prob_quant", "quant_type"),

@@ -419,6 +419,32 @@ def _same_as_first(opcode, ops, attrs, given):
     return Shape(ops[0].dtype, ops[0].dims)
 
 
+def _norm(opcode, ops, attrs, given):
+    x = ops[0]
+    plain = 3 if opcode == "layer-norm" else 2
+    if len(ops) > plain + 1:
+        raise ShapeError(f"{opcode}: at most {plain + 1} operands (x, scale{', bias' if plain == 3 else ''}, "
+                         "row statistics)")
+    if len(ops) == plain + 1:
+        stats = ops[-1]
+        if stats.dtype != "f32" or tuple(stats.dims[:x.rank - 1]) != tuple(x.dims[:-1]):
+            raise ShapeError(f"{opcode}: row statistics {stats} are not f32 per row of {x}")
+    return Shape(x.dtype, x.dims)
+
+
+def _row_stats(opcode, ops, attrs, given):
+    (x,) = ops
+    part, moments = attrs["part"], attrs["moments"]
+    if list(attrs["dimensions"]) != [x.rank - 1] or not isinstance(x.dims[-1], int):
+        raise ShapeError("row-stats: rows are the static last dim")
+    if moments not in ("squares", "mean-m2"):
+        raise ShapeError(f"row-stats: moments {moments!r} is neither squares nor mean-m2")
+    if not isinstance(part, int) or part <= 0 or x.dims[-1] % part:
+        raise ShapeError(f"row-stats: parts of {part} do not divide rows of {x.dims[-1]}")
+    parts = (x.dims[-1] // part,) + ((2,) if moments == "mean-m2" else ())
+    return Shape("f32", tuple(x.dims[:-1]) + parts)
+
+
 def _attention(opcode, ops, attrs, given):
     q, k, v = ops[:3]
     if q.dims[-1] != k.dims[-1]:
@@ -476,7 +502,7 @@ for _opcode, _fn in {
     "reduce": _reduce, "argmax": _argminmax, "argmin": _argminmax,
     "reduce-window": _reduce_window, "cumsum": _cumsum,
     "dot": _dot, "convolution": _convolution,
-    "softmax": _same_as_first, "layer-norm": _same_as_first, "rms-norm": _same_as_first,
+    "softmax": _same_as_first, "layer-norm": _norm, "rms-norm": _norm, "row-stats": _row_stats,
     "batch-norm-inference": _same_as_first, "attention": _attention,
     "nonzero": _counted, "unique": _counted, "nms": _counted, "sort-indices": _counted,
 }.items():

@@ -39,7 +39,7 @@ from mlcc.emit.codegen.activation_stats import activation_stats, stats_pass
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, is_wide, kernel_dims,
                                       kernel_strides, merge_axes, numel, static_dims, strides, upper)
 from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, check_root, epilogue, heavy_ops,
-                                     needs_int64, packed_value, pointer_params, read_as_is, sections_ir)
+                                     needs_int64, packed_value, pointer_params, read_as_is, result_roots, sections_ir)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size, size
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, cdiv, grid_size, kernel_symbols, lowering, render, tl_type,
                                       triton_pointer)
@@ -48,6 +48,8 @@ from mlcc.emit.codegen.triton_types import TL_FP8
 from mlcc.emit.matmul_tiles import FP8, HALF, INT8, MIN_DOT_TILE, matmul_launch, matmul_problem, uses_tl_dot
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
+from mlcc.hlo.passes.a_prologue import MAX_NORM_ROW
+from mlcc.hlo.passes.norm_statistics import plain_arity
 from mlcc.hlo.ir import Instruction, Shape
 from mlcc.hlo.opcodes import ops_with
 from mlcc.hlo.shape_inference import conv_dim_labels
@@ -108,7 +110,9 @@ class Operands:
             return Operands(inst, FusedOperand(0, lhs), FusedOperand(1, rhs), inst.shape, (lhs, rhs), None,
                             ranges)
         # a dot's activation min and max (reduce) are computed in its first pass (activation_stats.py)
-        found = [h for h in heavy_ops(inst, CONTRACTIONS | ROW_NORMS | {"reduce"}) if h.opcode != "reduce"]
+        # and its rows' statistics, a second result (row-stats), in its epilogue (_row_stats_result)
+        found = [h for h in heavy_ops(inst, CONTRACTIONS | ROW_NORMS | {"reduce", "row-stats"})
+                 if h.opcode not in ("reduce", "row-stats")]
         contractions = [h for h in found if h.opcode in CONTRACTIONS]
         norms = [h for h in found if h.opcode in ROW_NORMS]
         lhs_norm = next((h for h in norms if h is _below_views(contractions[0].operands[0])), None) \
@@ -131,7 +135,9 @@ class Operands:
             raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator or "
                                    "epilogue norm (only a quantizing one does), and one reading gathered rows or "
                                    "quantizing them no weight prologue")
-        return Operands(heavy, lhs, rhs, inst.shape, tuple(op.shape for op in inst.operands), inst, ranges,
+        # the fusion's result as laid out outside it; a second one (row statistics) _row_stats_result's code stores
+        out = inst.shape.elements[0] if inst.shape.is_tuple else inst.shape
+        return Operands(heavy, lhs, rhs, out, tuple(op.shape for op in inst.operands), inst, ranges,
                         extra, norms[0] if norms else None, weight, lhs_norm)
 
     def template_args(self) -> dict:
@@ -141,8 +147,12 @@ class Operands:
                 "rhs": self.rhs.ptr if self.weight is None else None}
 
     def pointers(self) -> list[str]:
-        """The kernel's argument types: the pointers, then an i32 per symbol."""
-        return [triton_pointer(s) for s in self.inputs] + [triton_pointer(self.out)] + ["i32"] * len(self.symbols())
+        """The kernel's argument types: the pointers (a result each, several for a dot storing its rows'
+        statistics too), then an i32 per symbol."""
+        outs = list(self.fusion.shape.elements) if self.fusion is not None and self.fusion.shape.is_tuple \
+            else [self.out]
+        return [triton_pointer(s) for s in self.inputs] + [triton_pointer(s) for s in outs] \
+            + ["i32"] * len(self.symbols())
 
     def symbols(self) -> list[str]:
         """The symbols whose values the kernel takes at run time."""
@@ -176,7 +186,9 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
     """The row norm the dot applies to its A tiles (mlcc/hlo/passes/fusion.py's norm_prologue_chain): the
     norm's input over a [BLOCK_M, BLOCK_K] tile that spans whole rows (lane_am the flat row, lane_ak the
     column, mask_a the lanes in bounds), its scale and bias over the columns (mask_ka); the template
-    computes the row statistics and the normalized A tile from them, as row_norm.py.jinja would."""
+    computes the row statistics and the normalized A tile from them, as row_norm.py.jinja would. Rows longer
+    than MAX_NORM_ROW ("two_pass") span several K tiles: the template's statistics loop over them comes first
+    (templates/_norm_prologue.jinja's row_stats), then the K loop normalizes each tile as it loads it."""
     norm = io.lhs_norm
     if norm is None:
         return None
@@ -191,13 +203,23 @@ def _lhs_norm_section(io: Operands, k: int) -> dict | None:
     lanes = [Lanes("lane_am", tuple(range(rank - 1))), Lanes("lane_ak", (rank - 1,))]
     em = TileEmitter(fusion, "p_", "BLOCK_M, BLOCK_K", kernel_dims(norm.shape), lanes, io.wide(), io.ranges)
     em.section(norm.operands[0], mask="mask_a")
-    for param in norm.operands[1:]:
+    plain = plain_arity(norm)
+    for param in norm.operands[1:plain]:
         em.section(param, (em.coords[rank - 1],), mask="mask_ka")
     x, *params = em.sections()
+    stats = None
+    if len(norm.operands) > plain:  # partials the producer of x stored (mlcc/hlo/passes/norm_statistics.py)
+        source = norm.operands[plain]
+        if source.opcode != "parameter" or not source.shape.is_row_major() or k <= MAX_NORM_ROW:
+            raise UnsupportedError(f"%{fusion.name}: the %{norm.name}'s row statistics must be a row-major "
+                                   "parameter of a row longer than a K tile")
+        parts = int(source.shape.dims[rank - 1])
+        stats = {"ptr": f"in{source.attrs['index']}", "parts": parts, "block": clamp_pow2(parts, 1, 1 << 16),
+                 "part": k // parts}
     return {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": x, "scale": params[0],
             "bias": params[1] if len(params) > 1 else None, "epsilon": float(norm.attrs["epsilon"]),
             "compute_type": tl_type(compute), "sqrt": "tl.sqrt_rn", "a_type": tl_type(norm.shape.dtype),
-            "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
+            "two_pass": k > MAX_NORM_ROW, "stats": stats, "ops": em.ops + (8 if norm.opcode == "layer-norm" else 4)}
 
 
 def _picked_rows_section(io: Operands) -> dict:
@@ -316,9 +338,10 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     else:
         norm, fused, fused_flops = _norm_epilogue(io, lanes, list(range(nb + nlf, out.rank)))
 
+    row_stats = _row_stats_result(io, rf)
     weight, weight_ops = _weight_section(io, rb, rf, rc)
     a_norm = _lhs_norm_section(io, k)
-    whole_k = a_norm is not None and a_norm["op"] != "rows"
+    whole_k = a_norm is not None and a_norm["op"] != "rows" and not a_norm["two_pass"]
     weight_1, weight_1_ops = (None, 0) if io.second is None or io.second.weight is None else \
         _weight_section(io, rb, rf, rc, io.second.weight, "w1_")  # a gated MLP's second dequantized weight
     weight_flops = (weight_ops + weight_1_ops) * upper(k, io.ranges) * upper(n, io.ranges)  # per row of tiles
@@ -330,23 +353,43 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
                     per_byte=8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1,
                     **io.template_args(), weight=weight, weight_1=weight_1, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
+                    row_stats=row_stats,
                     **_precision(lhs.dtype, rhs.dtype))
     whole_rows = norm is not None or (packed is not None and n % (8 // PACKED_DTYPE_BITS[out.dtype]) != 0)
+    min_block_n = row_stats["part"] if row_stats is not None else 0
     return Kernel(kernel_name, "matmul.py.jinja", source, io.pointers(),
                   gpu=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=False, whole_rows=whole_rows,
                                     ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k,
-                                    rhs_dtype=rhs.dtype),
+                                    rhs_dtype=rhs.dtype, min_block_n=min_block_n),
                   interpreter=matmul_launch(m, n, k, batch, lhs.dtype, interpreter=True, whole_rows=whole_rows,
                                             ranges=io.ranges, weight_prologue=weight is not None, whole_k=whole_k,
-                                            rhs_dtype=rhs.dtype),
+                                            rhs_dtype=rhs.dtype, min_block_n=min_block_n),
                   flops=(2 if rhs_1 is None else 4) * upper(batch, io.ranges) * upper(m, io.ranges)
                   * upper(n, io.ranges) * upper(k, io.ranges) + fused_flops + weight_flops
                   + (a_norm["ops"] * upper(m, io.ranges) * upper(k, io.ranges) if a_norm else 0),
                   extra={"problem": matmul_problem(m, n, k, batch, lhs.dtype, whole_rows, io.ranges,
-                                                   weight is not None, whole_k, rhs.dtype)},
+                                                   weight is not None, whole_k, rhs.dtype, min_block_n)},
                   scalars=io.symbols(),
                   body_ir=sections_ir(weight=weight, weight_1=weight_1, epilogue=fused,
                                       **({"a_norm": a_norm["x"]} if a_norm else {})))
+
+
+def _row_stats_result(io: Operands, rf: list[int]) -> dict | None:
+    """A dot's second result, the row-stats of its first (mlcc/hlo/passes/norm_statistics.py): each tile's
+    partials of its rows' statistics, PART columns each (BLOCK_N a multiple of PART: min_block_n), stored
+    at [flat row, part] (and [.., 2] for mean and M2) of the row-major result out1."""
+    fusion = io.fusion
+    if fusion is None or not fusion.shape.is_tuple:
+        return None
+    roots = result_roots(fusion)
+    stats = roots[-1]
+    if len(roots) != 2 or stats.opcode != "row-stats" or stats.operands[0] is not roots[0] or len(rf) != 1 \
+            or io.norm is not None or not stats.shape.is_row_major() or io.contraction.attrs["lhs_batch_dims"]:
+        raise UnsupportedError(f"%{fusion.name}: a dot's second result must be the row statistics of its first, "
+                               "over its one output column dim, without an epilogue norm or batch dims")
+    part = int(stats.attrs["part"])
+    return {"part": part, "parts": int(roots[0].shape.dims[-1]) // part, "moments": stats.attrs["moments"],
+            "ptr": "out1"}
 
 
 def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:

@@ -23,6 +23,7 @@ from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_sy
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
+from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction
 
 
@@ -153,8 +154,35 @@ def _normalized_dims(inst: Instruction) -> list[int]:
     return dims
 
 
+def _plain_norm(inst: Instruction) -> None:
+    """A norm reading precomputed row statistics (its last operand) is applied only in a GEMM's A loads."""
+    if len(inst.operands) > (3 if inst.opcode == "layer-norm" else 2):
+        raise UnsupportedError(f"%{inst.name}: a {inst.opcode} of precomputed row statistics is applied only as "
+                               "a GEMM loads its A tiles (mlcc/hlo/passes/norm_statistics.py)")
+
+
+@lowering("row-stats")
+def lower_row_stats(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    """A row-stats on its own (templates/row_stats.py.jinja): static, row-major rows."""
+    x = inst.operands[0].shape
+    if not x.is_static or not x.is_row_major() or not inst.shape.is_row_major():
+        raise UnsupportedError(f"%{inst.name}: row statistics of static row-major rows only, not {x}")
+    row, part = int(x.dims[-1]), int(inst.attrs["part"])
+    num_rows = x.numel() // max(row, 1)
+    block_part = clamp_pow2(part, 1, 1 << 16)
+    configs = [LaunchConfig({"BLOCK_ROWS": clamp_pow2(num_rows, 1, max(1, budget // block_part))},
+                            (grid_size(num_rows, clamp_pow2(num_rows, 1, max(1, budget // block_part))), 1, 1),
+                            num_warps=4, num_stages=1) for budget in (2048, 65536)]
+    source = render("row_stats.py.jinja", kernel_name=kernel_name, num_rows=num_rows, row_size=row, part=part,
+                    parts=row // part, block_part=block_part, moments=inst.attrs["moments"],
+                    wide=is_wide(ranges, x))
+    return Kernel(kernel_name, "row_stats.py.jinja", source, [triton_pointer(x), triton_pointer(inst.shape)],
+                  gpu=configs[0], interpreter=configs[1], flops=3 * x.numel())
+
+
 @lowering("layer-norm")
 def lower_layer_norm(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    _plain_norm(inst)
     return layer_norm_kernel(inst, kernel_name, ranges)
 
 
@@ -166,6 +194,7 @@ def layer_norm_kernel(inst: Instruction, kernel_name: str, ranges: Ranges,
 
 @lowering("rms-norm")
 def lower_rms_norm(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
+    _plain_norm(inst)
     return rms_norm_kernel(inst, kernel_name, ranges)
 
 

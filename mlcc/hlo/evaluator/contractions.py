@@ -91,24 +91,55 @@ def _norm_shape(x: np.ndarray, axes: Sequence[int]) -> list[int]:
     return [n if i in axes else 1 for i, n in enumerate(x.shape)]
 
 
+def _combined(inst: Instruction, stats: np.ndarray, row: int) -> tuple[np.ndarray | None, np.ndarray]:
+    """A norm's rows' mean (None for rms-norm) and mean square about it, from a row-stats' partials (its last
+    operand), in f32 as the kernel combines them: parts of equal size, Chan's formula for mean and M2."""
+    stats = stats.astype(np.float32)
+    if inst.opcode == "rms-norm":
+        return None, (stats.sum(axis=-1, dtype=np.float32) / np.float32(row))[..., None]
+    means, m2 = stats[..., 0], stats[..., 1]
+    parts = means.shape[-1]
+    mean = means.sum(axis=-1, dtype=np.float32) / np.float32(parts)
+    deviation = means - mean[..., None]
+    m2_all = m2.sum(axis=-1, dtype=np.float32) + np.float32(row // parts) * (deviation * deviation).sum(axis=-1)
+    return mean[..., None], (m2_all / np.float32(row))[..., None]
+
+
 @rule("layer-norm")
 def _layer_norm(inst: Instruction, ops: list) -> np.ndarray:
-    x, scale, bias = (_widen(v) for v in ops)
+    x, scale, bias = (_widen(v) for v in ops[:3])
     axes = tuple(sorted(inst.attrs["dimensions"]))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    centered = x - mean
-    var = np.mean(centered * centered, axis=axes, keepdims=True)
-    y = centered / np.sqrt(var + inst.attrs["epsilon"])
+    if len(ops) == 4:  # statistics precomputed per row (the last dim)
+        mean, var = _combined(inst, ops[3], x.shape[-1])
+    else:
+        mean = np.mean(x, axis=axes, keepdims=True)
+        var = np.mean((x - mean) * (x - mean), axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + inst.attrs["epsilon"])
     shape = _norm_shape(x, axes)
     return y * scale.reshape(shape) + bias.reshape(shape)
 
 
 @rule("rms-norm")
 def _rms_norm(inst: Instruction, ops: list) -> np.ndarray:
-    x, scale = (_widen(v) for v in ops)
+    x, scale = (_widen(v) for v in ops[:2])
     axes = tuple(sorted(inst.attrs["dimensions"]))
-    mean_square = np.mean(x * x, axis=axes, keepdims=True)
+    if len(ops) == 3:
+        _, mean_square = _combined(inst, ops[2], x.shape[-1])
+    else:
+        mean_square = np.mean(x * x, axis=axes, keepdims=True)
     return x / np.sqrt(mean_square + inst.attrs["epsilon"]) * scale.reshape(_norm_shape(x, axes))
+
+
+@rule("row-stats")
+def _row_stats(inst: Instruction, ops: list) -> np.ndarray:
+    x = ops[0].astype(np.float32)
+    part = int(inst.attrs["part"])
+    parts = x.reshape(x.shape[:-1] + (x.shape[-1] // part, part))
+    if inst.attrs["moments"] == "squares":
+        return (parts * parts).sum(axis=-1, dtype=np.float32)
+    mean = parts.sum(axis=-1, dtype=np.float32) / np.float32(part)
+    deviation = parts - mean[..., None]
+    return np.stack([mean, (deviation * deviation).sum(axis=-1, dtype=np.float32)], axis=-1)
 
 
 @rule("batch-norm-inference")

@@ -1,7 +1,10 @@
 """A dot's A-operand prologues (mlcc/hlo/passes/fusion.py): the chains of instructions the dot's kernel computes
 as it loads its A tiles, so their results never reach memory:
-- a layer-norm or rms-norm whose rows are the dot's K (norm_prologue_chain): the tile spans whole rows, the
-  row statistics come from a first pass over it;
+- a layer-norm or rms-norm whose rows are the dot's K (norm_prologue_chain): when a row fits one K tile (at
+  most MAX_NORM_ROW elements) the tile spans whole rows and the row statistics come from a first pass over it;
+  longer rows (hidden 512..4096) take a statistics loop over the program's rows before the K loop (sums of
+  squares for rms-norm, per-tile means and M2 combined by Chan's formula for layer-norm, in f32), and each A
+  tile is normalized as it loads;
 - a gather or slice picking rows by constant indices (picked_rows_chain): read in place;
 - a dynamic quantization (DynamicQuantizeLinear: quantized_rows_cone): the u8 tile computed elementwise
   from the float activation and its scale and zero point, which come from the activation's min and max;
@@ -18,7 +21,8 @@ from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 
 ROW_NORMS = ops_with("row_norm")
 
-MAX_NORM_ROW = 256  # a norm joins a dot's A loads when its row fits one K tile (BLOCK_K >= row)
+MAX_NORM_ROW = 256  # a row that fits one K tile (BLOCK_K >= row) is normalized from that tile alone; longer rows
+# take a statistics loop over the program's rows before the K loop
 
 
 def norm_below(p: Instruction) -> Instruction | None:
@@ -61,9 +65,9 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     """The views from the dot's lhs p down to the row norm they show (the norm last), which the dot's kernel
     may apply as it loads its A tiles, computing each row's statistics in a first pass over the tile (so the
     normalized activations never reach memory). Refused (with why) unless the dot has no batch dims and
-    contracts the lhs's last dim alone, the norm normalizes its last dim alone, of at most MAX_NORM_ROW elements (one K tile
-    holds a whole row), every view is a row-major reshape (so the dot's rows are the norm's rows, flat; their number may be
-    symbolic), and
+    contracts the lhs's last dim alone, the norm normalizes its last dim alone, of a static length (rows longer
+    than MAX_NORM_ROW, which no K tile holds, get a statistics loop before the K loop), every view is a
+    row-major reshape (so the dot's rows are the norm's rows, flat; their number may be symbolic), and
     no one but the dot reads the norm or its views."""
     if dot.attrs["lhs_batch_dims"] or list(dot.attrs["lhs_contracting_dims"]) != [p.shape.rank - 1]:
         return [], "the dot has batch dims or does not contract its lhs's last dim alone"
@@ -77,9 +81,6 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
         return [], "the norm, its input or a view between it and the dot is not row-major"
     if not isinstance(norm.shape.dims[-1], int):
         return [], "its rows have a symbolic length"
-    row = int(norm.shape.dims[-1])
-    if row > MAX_NORM_ROW:
-        return [], f"its rows of {row} elements do not fit one K tile (at most {MAX_NORM_ROW})"
     if norm.shape.dtype not in ("f32", "f16", "bf16"):
         return [], f"a {norm.shape.dtype} norm"
     for a, b in zip(chain, chain[1:]):

@@ -36,6 +36,7 @@ Each refusal is reported by ``--explain-fusion``.
 from __future__ import annotations
 
 from mlcc.hlo.ir import Computation, Instruction, Module
+from mlcc.hlo.passes.a_prologue import MAX_NORM_ROW
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.symbolic import Sym, as_sym, product
@@ -222,6 +223,10 @@ def _why_not(consumer: Instruction, dot2: Instruction, producer: Instruction, do
                 return why
         if any(i.opcode in ROW_NORMS and i is not _views_below(dot1.operands[0]) for i in producer.called.instructions):
             return "the first fusion normalizes its output rows"
+        a_norm = _views_below(dot1.operands[0])
+        if a_norm.opcode in ROW_NORMS and int(a_norm.shape.dims[-1]) > MAX_NORM_ROW:
+            return f"the first dot normalizes rows of {a_norm.shape.dims[-1]} elements in its A loads, more than " \
+                   f"one K tile holds ({MAX_NORM_ROW}: a statistics loop the b2b kernel does not run)"
         if tuple(producer.called.root.shape.dims) != tuple(dot1.shape.dims):
             return "the first fusion's result is not at its dot's output dims"
     why = _computed_weight(consumer, dot2, "second")
