@@ -7,7 +7,7 @@ u8[ceil(n * bits / 8)], and every loading kernel takes those bytes and unpacks t
 plan, the modeled bytes and the intent then see the packed size through the u8 shape.
 
 Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
-(an input fusion) and a dot's output fusion keep the value at their result's dims and their templates store
+(an input fusion) and a dot's or a convolution's output fusion keep the value at their result's dims and their templates store
 whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels and input
 fusions, whose prologues compute any loop op at the tile's coordinates. Only values with static dims in the
 default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
@@ -26,7 +26,7 @@ from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
-from mlcc.hlo.shape_inference import infer_shape
+from mlcc.hlo.shape_inference import conv_dim_labels, infer_shape
 
 
 class _Emitter(ValueOps):
@@ -76,13 +76,13 @@ MAX_ODD_PACKED_ROW = 16384
 
 def _heavy(inst: Instruction) -> Instruction | None:
     """The heavy op of a fusion whose kernel can store its 4/2-bit result packed, if inst is one: an output
-    fusion's dot (_packing_dot); an input fusion's reduction always (its outputs are one flat index); an
+    fusion's dot (_packing_dot) or convolution (_packing_conv); an input fusion's reduction always (its outputs are one flat index); an
     input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)
     and, for a length not a multiple of the values a byte, at most MAX_ODD_PACKED_ROW long."""
     if inst.opcode != "fusion" or inst.called is None:
         return None
     if inst.attrs.get("kind") == "output":
-        return _packing_dot(inst)
+        return _packing_dot(inst) or _packing_conv(inst)
     if inst.attrs.get("kind") != "input":
         return None
     heavy = [i for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
@@ -130,6 +130,30 @@ def _packing_dot(inst: Instruction) -> Instruction | None:
             and (batch == 1 or per_batch % per_byte == 0):
         return dot
     return None
+
+
+def _packing_conv(inst: Instruction) -> Instruction | None:
+    """An output fusion's one convolution (conv.py.jinja: one group, a tl.dot dtype, so BLOCK_M and BLOCK_N
+    are at least 16), if its kernel can store its result packed: the tile's values that share a byte are
+    neighbours along one tile axis, starting a byte. With the output features innermost in the result, along
+    N: features a multiple of the values a byte. Otherwise along M (batch and positions, walked in the
+    result's order): the innermost run of dims without the features (a batch element's positions, H x W in
+    NCHW) a multiple of the values a byte, so every other dim's stride is whole bytes."""
+    heavy = [i for i in inst.called.instructions if i.opcode in ("dot", "convolution", "softmax", "layer-norm",
+                                                                  "rms-norm", "reduce")]
+    if len(heavy) != 1 or heavy[0].opcode != "convolution" or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    conv = heavy[0]
+    if conv.attrs["feature_group_count"] != 1 or conv.operands[0].shape.dtype not in _WHOLE_ROW_DOTS:
+        return None
+    feature = conv_dim_labels(conv.attrs["dim_labels"])[2].index("f")
+    dims = [int(d) for d in inst.shape.dims]
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    if feature == len(dims) - 1:
+        run = dims[feature]
+    else:
+        run = int(np.prod(dims[feature + 1:], dtype=np.int64))
+    return conv if run % per_byte == 0 else None
 
 
 def _writer(inst: Instruction) -> bool:
