@@ -8,8 +8,9 @@ plan, the modeled bytes and the intent then see the packed size through the u8 s
 
 Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
 (an input fusion) and a dot's or a convolution's output fusion keep the value at their result's dims and their templates store
-whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels and input
-fusions, whose prologues compute any loop op at the tile's coordinates. Only values with static dims in the
+whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels, input
+fusions and attention fusions, whose prologues (q, k and v sections) compute any loop op at the tile's
+coordinates. Only values with static dims in the
 default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
 becomes a loop fusion of itself first.
 """
@@ -66,9 +67,10 @@ def _loop_kernel(inst: Instruction) -> bool:
 
 # The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root is
 # packed_bytes of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose
-# kernels unpack a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
+# kernels unpack a packed operand in their loads (an input fusion's prologue, or an attention kernel's q, k
+# and v sections, computes any loop op at the tile's coordinates).
 PACKED_WRITERS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
-PACKED_READERS = frozenset({"input"})
+PACKED_READERS = frozenset({"input", "attention"})
 # A row kernel (softmax, layer-norm, rms-norm) packs rows of a length that is not a multiple of the values a
 # byte by reading a program's rows in one tile; longer such rows keep a byte a value (README "The bundle").
 MAX_ODD_PACKED_ROW = 16384
