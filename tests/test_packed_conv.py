@@ -126,3 +126,28 @@ def test_an_nhwc_convolution_packs_along_its_features(tmp_path, dtype, n, hw, c,
     buffers = json.loads((tmp_path / "b" / "manifest.json").read_text())["memory_plan"]["buffers"]
     assert not [b for b in buffers if b["dtype"] == dtype], "stored a byte a value"
     assert [b["bytes"] for b in buffers if b["dtype"] == "u8"] == [-(-int(np.prod(out)) * bits // 8)]
+
+
+def test_a_value_laid_out_for_the_convolution_reading_it_is_stored_packed(tmp_path):
+    """q = QuantizeLinear(x) to int4, dequantized into a Conv and cast to int32: layout assignment lays q out
+    as the convolution reads it (NHWC), and its loop kernel still computes whole bytes of the values in
+    row-major order, which the DequantizeLinear's loop kernel (the convolution's operand) unpacks."""
+    w = ((np.arange(4 * 3 * 9).reshape(4, 3, 3, 3) % 7) - 3).astype(np.float32) * 0.25
+    inits = [nh.from_array(np.array(0.5, np.float32), "s"), h.make_tensor("z", T.INT4, [], [0]), nh.from_array(w, "w")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]), h.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             h.make_node("Conv", ["d", "w"], ["y"], pads=[1] * 4), h.make_node("Cast", ["q"], ["c"], to=T.INT32)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 5, 5])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 5, 5]),
+                          h.make_tensor_value_info("c", T.INT32, [1, 3, 5, 5])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 21)])
+    onnx.save(model, tmp_path / "m.onnx")
+    mlcc.compile(tmp_path / "m.onnx", tmp_path / "b", cache_dir="", targets=[])
+    assert "f32[1,3,5,5]{1,3,2,0} fusion(" in (tmp_path / "b" / "model.hlo").read_text()  # laid out NHWC
+    x = (np.random.default_rng(0).standard_normal((1, 3, 5, 5)) * 3).astype(np.float32)
+    got = mlcc.load(tmp_path / "b", device="cpu").run({"x": x})
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_array_equal(got["c"], want[1])
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-5, atol=1e-5)
+    buffers = json.loads((tmp_path / "b" / "manifest.json").read_text())["memory_plan"]["buffers"]
+    assert not [b for b in buffers if b["dtype"] == "s4"]
+    assert [b["bytes"] for b in buffers if b["dtype"] == "u8"] == [38]  # 75 values

@@ -7,12 +7,14 @@ u8[ceil(n * bits / 8)], and every loading kernel takes those bytes and unpacks t
 plan, the modeled bytes and the intent then see the packed size through the u8 shape.
 
 Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
-(an input fusion) and a dot's or a convolution's output fusion keep the value at their result's dims and their templates store
-whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels, input
-fusions and attention fusions, whose prologues (q, k and v sections) compute any loop op at the tile's
-coordinates. Only values with static dims in the
-default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
-becomes a loop fusion of itself first.
+(an input fusion) and a dot's or a convolution's output fusion keep the value at their result's dims and
+their templates store whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers:
+loop kernels, input fusions and attention fusions, whose prologues (q, k and v sections) compute any loop op
+at the tile's coordinates. Only values with static dims, with every reader one of those, are rewritten; of
+writers other than loop kernels only values in the default (row-major) layout (their templates pack the
+result's row-major order). A loop kernel computes each value at its logical coordinates whatever layout the
+value was given (a convolution's input is laid out as the convolution reads it), and the packed bytes hold
+the values in row-major order. An elementwise op left unfused becomes a loop fusion of itself first.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ def _packable(inst: Instruction) -> bool:
     s = inst.shape
     if not isinstance(s, Shape) or s.dtype not in PACKED_DTYPE_BITS or not s.rank or not s.is_static:
         return False
-    if not s.numel or not s.is_row_major() or not inst.users or not _writer(inst):
+    if not s.numel or not inst.users or not _writer(inst):
         return False
     return all(_reader(u) and u.parent is inst.parent for u in inst.users)
 
