@@ -174,7 +174,22 @@ def _packable(inst: Instruction) -> bool:
         return False
     if not s.numel or not inst.users or not _writer(inst):
         return False
+    if not s.is_row_major() and (not _loop_kernel(inst) or _bitcast_read(inst)):
+        return False  # the templates pack their result's row-major order; a bitcast reads the layout
     return all(_reader(u) and u.parent is inst.parent for u in inst.users)
+
+
+def _bitcast_read(value: Instruction) -> bool:
+    """Whether a reader fusion bitcasts the value: a bitcast reinterprets its operand's layout, and a reader
+    takes the unpacked values in the default layout, so a value of another layout keeps it then."""
+    for user in value.users:
+        if user.opcode != "fusion":
+            continue
+        indices = {i for i, o in enumerate(user.operands) if o is value}
+        for p in user.called.parameters():
+            if p.attrs["index"] in indices and any(u.opcode == "bitcast" for u in p.users):
+                return True
+    return False
 
 
 class PackArenaValues(Pass):
