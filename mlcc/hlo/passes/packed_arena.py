@@ -74,15 +74,15 @@ def _loop_kernel(inst: Instruction) -> bool:
 PACKED_WRITERS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
 PACKED_READERS = frozenset({"input", "attention"})
 # A row kernel (softmax, layer-norm, rms-norm) packs rows of a length that is not a multiple of the values a
-# byte by reading a program's rows in one tile; longer such rows keep a byte a value (README "The bundle").
+# byte by reading a program's rows in one tile up to this length; longer such rows in chunks whose bytes carry
+# across (row_norm.py.jinja, README "The bundle").
 MAX_ODD_PACKED_ROW = 16384
 
 
 def _heavy(inst: Instruction) -> Instruction | None:
     """The heavy op of a fusion whose kernel can store its 4/2-bit result packed, if inst is one: an output
     fusion's dot (_packing_dot) or convolution (_packing_conv); an input fusion's reduction always (its outputs are one flat index); an
-    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)
-    and, for a length not a multiple of the values a byte, at most MAX_ODD_PACKED_ROW long."""
+    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)."""
     if inst.opcode != "fusion" or inst.called is None:
         return None
     if inst.attrs.get("kind") == "output":
@@ -97,11 +97,7 @@ def _heavy(inst: Instruction) -> Instruction | None:
         return h
     rank = h.shape.rank
     normalized = [h.attrs["dimension"]] if h.opcode == "softmax" else sorted(h.attrs["dimensions"])
-    if normalized != list(range(rank - len(normalized), rank)):
-        return None
-    row = int(np.prod([int(d) for d in h.shape.dims[rank - len(normalized):]], dtype=np.int64))
-    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
-    return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
+    return h if normalized == list(range(rank - len(normalized), rank)) else None
 
 
 # Dots whose tiles may span whole rows (matmul_tiles' whole_rows: tl.dot dtypes) and the longest such row:
