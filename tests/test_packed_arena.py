@@ -125,3 +125,56 @@ def test_a_bundles_model_hlo_compiles_back_to_the_same_packed_arena(tmp_path):
     want = ReferenceEvaluator(model).run(None, {"x": x})
     np.testing.assert_array_equal(got["c"], want[1])
     np.testing.assert_allclose(got["y"], want[0], rtol=1e-6, atol=1e-6)
+
+
+LAID_OUT = """HloModule laid_out, output_names={c,d}
+
+%fused_loop.q {
+  %param_0 = f32[3,4]{1,0} parameter(0)
+  %lo = f32[] constant(), value={-8.0}
+  %hi = f32[] constant(), value={7.0}
+  %r = f32[3,4]{1,0} round-nearest-even(%param_0)
+  %cl = f32[3,4]{1,0} clamp(%lo, %r, %hi)
+  ROOT %q = s4[3,4]{0,1} convert(%cl)
+}
+
+%fused_loop.c {
+  %param_0 = s4[3,4]{0,1} parameter(0)
+  ROOT %c = s32[3,4]{1,0} convert(%param_0)
+}
+
+%fused_loop.d {
+  %param_0 = s4[3,4]{0,1} parameter(0)
+  %b = s4[4,3]{1,0} bitcast(%param_0)
+  ROOT %d = s32[4,3]{1,0} convert(%b)
+}
+
+ENTRY %main {
+  %x = f32[3,4]{1,0} parameter(0), name=x
+  %q = s4[3,4]{0,1} fusion(%x), calls=%fused_loop.q, kind=loop
+  %c = s32[3,4]{1,0} fusion(%q), calls=%fused_loop.c, kind=loop
+  %d = s32[4,3]{1,0} fusion(%q), calls=%fused_loop.d, kind=loop
+  ROOT %t = (s32[3,4]{1,0}, s32[4,3]{1,0}) tuple(%c, %d)
+}
+"""
+
+
+def test_a_value_of_another_layout_is_packed_in_row_major_order_unless_a_reader_bitcasts_it():
+    """IR text in: a column-major int4 value a loop kernel writes packs (its bytes hold the values in row-major
+    order, which each reader unpacks at logical coordinates), with the same values; read through a bitcast,
+    which reinterprets the column-major layout (a transpose here), it keeps its layout and a byte a value."""
+    x = (np.random.default_rng(4).integers(-12, 12, (3, 4)) * 0.75).astype(np.float32)
+    want = np.clip(np.round(x), -8, 7).astype(np.int32)
+    module = parse_module(LAID_OUT)
+    verify_module(module)
+    np.testing.assert_array_equal(np.asarray(evaluate(module, {"x": x})["d"]), want.T)  # the bitcast transposes
+    assert not PackArenaValues().run(module)
+    one_reader = parse_module(LAID_OUT.replace("output_names={c,d}", "output_names={c}").replace(
+        "ROOT %t = (s32[3,4]{1,0}, s32[4,3]{1,0}) tuple(%c, %d)", "ROOT %t = (s32[3,4]{1,0}) tuple(%c)").replace(
+        "  %d = s32[4,3]{1,0} fusion(%q), calls=%fused_loop.d, kind=loop\n", ""))
+    assert PackArenaValues().run(one_reader)
+    verify_module(one_reader)
+    text = format_module(one_reader)
+    assert "u8[6]{0} fusion(%x)" in text and "s4[3,4]{0,1} fusion(" not in text
+    again = parse_module(text)
+    np.testing.assert_array_equal(np.asarray(evaluate(again, {"x": x})["c"]), want)

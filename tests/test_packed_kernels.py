@@ -300,10 +300,25 @@ def test_a_symbolic_packed_input_and_output_compile_back_from_model_hlo(tmp_path
     np.testing.assert_array_equal(got["o"].astype(np.int32), want[0].astype(np.int32))
 
 
-@pytest.mark.parametrize("kind,m,k,n,count", [("softmax", 2, 16385, 4, 2 * 16385), ("matmul", 2, 3, 257, 2 * 257)])
+@pytest.mark.parametrize("kind,dtype,m,k,device", [("softmax", "s4", 3, 16385, "cpu"), ("softmax", "u2", 5, 16387, "cpu"),
+                                                   ("layernorm", "s2", 5, 16386, "cpu"),
+                                                   ("softmax", "u2", 5, 16387, "sim:sm_90")])
+def test_odd_rows_longer_than_a_chunk_are_stored_packed(tmp_path, kind, dtype, m, k, device):
+    """Rows past 16,384 values of a length that is not a multiple of the values a byte (16385, 16387 and 16386
+    values: every offset of a row's start in its byte): the row kernel reads them in chunks (16,384 on the
+    CPU, 4,096 with the sm_90 tiles), stores each byte inside a row in the chunk of its last value, and the
+    bytes that straddle two rows after its loop (row_norm.py.jinja)."""
+    model, dims = _quantized_after(kind, dtype, m, k)
+    x = _x(m, k, 3.0)
+    got, buffers, want = _run(tmp_path, model, x, device=device)
+    _check(got, want)
+    _assert_packed(buffers, dtype, m * k)
+
+
+@pytest.mark.parametrize("kind,m,k,n,count", [("matmul", 2, 3, 257, 2 * 257)])
 def test_odd_rows_past_one_tile_keep_a_byte_a_value(tmp_path, kind, m, k, n, count):
-    """README "The bundle": odd rows are packed from tiles that hold whole rows, up to rows of 16,384 for a
-    softmax or norm and 256 for a dot; a longer odd row keeps a byte a value, and still matches."""
+    """README "The bundle": a dot's odd rows are packed from tiles that hold whole rows, up to rows of 256; a
+    longer odd row keeps a byte a value (its columns are several programs' tiles), and still matches."""
     model, dims = _quantized_after(kind, "s4", m, k, n)
     x = _x(m, k, 3.0)
     got, buffers, want = _run(tmp_path, model, x)

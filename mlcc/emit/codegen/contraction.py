@@ -480,6 +480,9 @@ def _conv_loop(inst: Instruction, x: Shape, w: Shape, m_order: list[str], suffix
 def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     inst = io.contraction
     x, w, out = io.lhs.shape, io.rhs.shape, io.out
+    packed = packed_value(io.fusion) if io.second is None else None
+    if packed is not None:  # a 4/2-bit result stored packed: its row-major values (pack-arena-values' conditions)
+        out = packed.shape
     wd, od = static_dims(w, inst), kernel_dims(out)
     wl, ol = (_label_dims(labels) for labels in conv_dim_labels(inst.attrs["dim_labels"])[1:])
     os = kernel_strides(out)
@@ -500,7 +503,10 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
     k = first.k
     # rows: batch and output positions in m_order; columns: output features (lane_f, every group's)
     fused, fused_flops = io.epilogue([Lanes("lane_m", tuple(ol[lab] for lab in m_order)),
-                                      Lanes("lane_f", (ol["f"],))])
+                                      Lanes("lane_f", (ol["f"],))], packed is not None)
+    # a packed result: the values a byte holds are neighbours along N (features innermost) or else along M
+    per_byte = 8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1
+    pack_axis = 2 if ol["f"] == out.rank - 1 else 1
 
     common = dict(kernel_name=kernel_name, m=m, k=k, groups=groups, m_axes=m_axes, k_axes=first.k_axes,
                   spatial=first.spatial, batch_axis=m_order.index("b"), batch_stride=first.batch_stride,
@@ -518,7 +524,8 @@ def convolution_kernel(io: Operands, kernel_name: str) -> Kernel:
                       interpreter=grouped_conv_launch(m, groups * n, k, interpreter=True, ranges=io.ranges),
                       flops=flops,
                       scalars=io.symbols(), body_ir=sections_ir(epilogue=fused))
-    source = render("conv.py.jinja", n=n, contractions=loops, **common, **_precision(x.dtype, w.dtype))
+    source = render("conv.py.jinja", n=n, contractions=loops, per_byte=per_byte, pack_axis=pack_axis, **common,
+                    **_precision(x.dtype, w.dtype))
     k_tile = max(loop.k for loop in loops)
     return Kernel(kernel_name, "conv.py.jinja", source, pointers,
                   gpu=matmul_launch(m, n, k_tile, groups, x.dtype, interpreter=False, ranges=io.ranges,

@@ -25,6 +25,7 @@ from mlcc.emit.tiling import Tiling, register_tiling
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Instruction
+from mlcc.hlo.passes.packed_arena import MAX_ODD_PACKED_ROW
 
 
 def _compute_dtype(dtype: str) -> str:
@@ -53,8 +54,10 @@ def _row_launch(num_rows: Size, row_size: Size, interpreter: bool, spec: Target 
         tile = block_rows * block_c
         threads = 64 if tile <= 256 else (128 if tile <= 2048 else 256)
         warps = max(1, threads // spec.warp_size)
-    if per_byte > 1 and row_size % per_byte:  # a packed result of odd rows: whole rows, whole bytes a program
-        block_c, block_rows = clamp_pow2(row_size, 1, 1 << 30), max(block_rows, per_byte)
+    if per_byte > 1 and row_size % per_byte:  # a packed result of odd rows: whole bytes a program
+        if row_size <= MAX_ODD_PACKED_ROW:  # whole rows in one chunk
+            block_c = clamp_pow2(row_size, 1, 1 << 30)
+        block_rows = max(block_rows, per_byte)  # longer: chunks carry the bytes across (row_norm.py.jinja)
     return LaunchConfig({"BLOCK_ROWS": block_rows, "BLOCK_C": block_c},
                         (grid_size(rows, block_rows), 1, 1), num_warps=warps, num_stages=1)
 

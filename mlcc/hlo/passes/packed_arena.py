@@ -7,11 +7,14 @@ u8[ceil(n * bits / 8)], and every loading kernel takes those bytes and unpacks t
 plan, the modeled bytes and the intent then see the packed size through the u8 shape.
 
 Writers: a loop kernel computes each byte from its own values; a reduction, softmax, layer-norm or rms-norm
-(an input fusion) and a dot's output fusion keep the value at their result's dims and their templates store
-whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers: loop kernels and input
-fusions, whose prologues compute any loop op at the tile's coordinates. Only values with static dims in the
-default (row-major) layout, with every reader one of those, are rewritten; an elementwise op left unfused
-becomes a loop fusion of itself first.
+(an input fusion) and a dot's or a convolution's output fusion keep the value at their result's dims and
+their templates store whole bytes (mlcc.hlo.blockquant.packed_source finds the value in the root). Readers:
+loop kernels, input fusions and attention fusions, whose prologues (q, k and v sections) compute any loop op
+at the tile's coordinates. Only values with static dims, with every reader one of those, are rewritten; of
+writers other than loop kernels only values in the default (row-major) layout (their templates pack the
+result's row-major order). A loop kernel computes each value at its logical coordinates whatever layout the
+value was given (a convolution's input is laid out as the convolution reads it), and the packed bytes hold
+the values in row-major order. An elementwise op left unfused becomes a loop fusion of itself first.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from mlcc.hlo.ir import Computation, Instruction, Module, Shape
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.reshape_to_bitcast import preserves_byte_order
-from mlcc.hlo.shape_inference import infer_shape
+from mlcc.hlo.shape_inference import conv_dim_labels, infer_shape
 
 
 class _Emitter(ValueOps):
@@ -66,23 +69,24 @@ def _loop_kernel(inst: Instruction) -> bool:
 
 # The heavy ops of input fusions whose kernels store a 4/2-bit result as whole bytes (the fused root is
 # packed_bytes of the value, recognized by mlcc.hlo.blockquant.packed_source), and the fusion kinds whose
-# kernels unpack a packed operand in their loads (a prologue computes any loop op at the tile's coordinates).
+# kernels unpack a packed operand in their loads (an input fusion's prologue, or an attention kernel's q, k
+# and v sections, computes any loop op at the tile's coordinates).
 PACKED_WRITERS = frozenset({"reduce", "softmax", "layer-norm", "rms-norm"})
-PACKED_READERS = frozenset({"input"})
+PACKED_READERS = frozenset({"input", "attention"})
 # A row kernel (softmax, layer-norm, rms-norm) packs rows of a length that is not a multiple of the values a
-# byte by reading a program's rows in one tile; longer such rows keep a byte a value (README "The bundle").
+# byte by reading a program's rows in one tile up to this length; longer such rows in chunks whose bytes carry
+# across (row_norm.py.jinja, README "The bundle").
 MAX_ODD_PACKED_ROW = 16384
 
 
 def _heavy(inst: Instruction) -> Instruction | None:
     """The heavy op of a fusion whose kernel can store its 4/2-bit result packed, if inst is one: an output
-    fusion's dot (_packing_dot); an input fusion's reduction always (its outputs are one flat index); an
-    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)
-    and, for a length not a multiple of the values a byte, at most MAX_ODD_PACKED_ROW long."""
+    fusion's dot (_packing_dot) or convolution (_packing_conv); an input fusion's reduction always (its outputs are one flat index); an
+    input fusion's row kernel when its rows are the result's innermost dims (a row is consecutive values)."""
     if inst.opcode != "fusion" or inst.called is None:
         return None
     if inst.attrs.get("kind") == "output":
-        return _packing_dot(inst)
+        return _packing_dot(inst) or _packing_conv(inst)
     if inst.attrs.get("kind") != "input":
         return None
     heavy = [i for i in inst.called.instructions if i.opcode in PACKED_WRITERS]
@@ -93,11 +97,7 @@ def _heavy(inst: Instruction) -> Instruction | None:
         return h
     rank = h.shape.rank
     normalized = [h.attrs["dimension"]] if h.opcode == "softmax" else sorted(h.attrs["dimensions"])
-    if normalized != list(range(rank - len(normalized), rank)):
-        return None
-    row = int(np.prod([int(d) for d in h.shape.dims[rank - len(normalized):]], dtype=np.int64))
-    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
-    return h if row % per_byte == 0 or row <= MAX_ODD_PACKED_ROW else None
+    return h if normalized == list(range(rank - len(normalized), rank)) else None
 
 
 # Dots whose tiles may span whole rows (matmul_tiles' whole_rows: tl.dot dtypes) and the longest such row:
@@ -132,6 +132,30 @@ def _packing_dot(inst: Instruction) -> Instruction | None:
     return None
 
 
+def _packing_conv(inst: Instruction) -> Instruction | None:
+    """An output fusion's one convolution (conv.py.jinja: one group, a tl.dot dtype, so BLOCK_M and BLOCK_N
+    are at least 16), if its kernel can store its result packed: the tile's values that share a byte are
+    neighbours along one tile axis, starting a byte. With the output features innermost in the result, along
+    N: features a multiple of the values a byte. Otherwise along M (batch and positions, walked in the
+    result's order): the innermost run of dims without the features (a batch element's positions, H x W in
+    NCHW) a multiple of the values a byte, so every other dim's stride is whole bytes."""
+    heavy = [i for i in inst.called.instructions if i.opcode in ("dot", "convolution", "softmax", "layer-norm",
+                                                                  "rms-norm", "reduce")]
+    if len(heavy) != 1 or heavy[0].opcode != "convolution" or tuple(heavy[0].shape.dims) != tuple(inst.shape.dims):
+        return None
+    conv = heavy[0]
+    if conv.attrs["feature_group_count"] != 1 or conv.operands[0].shape.dtype not in _WHOLE_ROW_DOTS:
+        return None
+    feature = conv_dim_labels(conv.attrs["dim_labels"])[2].index("f")
+    dims = [int(d) for d in inst.shape.dims]
+    per_byte = 8 // PACKED_DTYPE_BITS[inst.shape.dtype]
+    if feature == len(dims) - 1:
+        run = dims[feature]
+    else:
+        run = int(np.prod(dims[feature + 1:], dtype=np.int64))
+    return conv if run % per_byte == 0 else None
+
+
 def _writer(inst: Instruction) -> bool:
     return _loop_kernel(inst) or _heavy(inst) is not None
 
@@ -144,9 +168,24 @@ def _packable(inst: Instruction) -> bool:
     s = inst.shape
     if not isinstance(s, Shape) or s.dtype not in PACKED_DTYPE_BITS or not s.rank or not s.is_static:
         return False
-    if not s.numel or not s.is_row_major() or not inst.users or not _writer(inst):
+    if not s.numel or not inst.users or not _writer(inst):
         return False
+    if not s.is_row_major() and (not _loop_kernel(inst) or _bitcast_read(inst)):
+        return False  # the templates pack their result's row-major order; a bitcast reads the layout
     return all(_reader(u) and u.parent is inst.parent for u in inst.users)
+
+
+def _bitcast_read(value: Instruction) -> bool:
+    """Whether a reader fusion bitcasts the value: a bitcast reinterprets its operand's layout, and a reader
+    takes the unpacked values in the default layout, so a value of another layout keeps it then."""
+    for user in value.users:
+        if user.opcode != "fusion":
+            continue
+        indices = {i for i, o in enumerate(user.operands) if o is value}
+        for p in user.called.parameters():
+            if p.attrs["index"] in indices and any(u.opcode == "bitcast" for u in p.users):
+                return True
+    return False
 
 
 class PackArenaValues(Pass):
