@@ -16,7 +16,7 @@ import numpy as np
 
 from mlcc.errors import InvalidInputError
 from mlcc.hlo.dtypes import numpy_dtype
-from mlcc.hlo.ir import Module
+from mlcc.hlo.ir import Instruction, Module, TupleShape
 from mlcc.hlo.parser import ParseError, parse_module
 from mlcc.hlo.verifier import VerifierError, verify_module
 
@@ -36,6 +36,7 @@ def import_hlo_text(path: Path, require_weights: bool = True) -> Module:
         module = parse_module(path.read_text())
     except (ParseError, UnicodeDecodeError) as e:
         raise InvalidInputError(f"not valid IR text: {e}", file=str(path)) from None
+    _name_outputs(module, path)
     refs = {i.name: i for i in module.entry.instructions if i.opcode == "constant" and "ref" in i.attrs}
     if refs and (require_weights or (path.parent / "manifest.json").exists()):
         _load_weights(module, refs, path.parent)
@@ -44,6 +45,30 @@ def import_hlo_text(path: Path, require_weights: bool = True) -> Module:
     except VerifierError as e:
         raise InvalidInputError(f"invalid IR: {e}", file=str(path)) from None
     return module
+
+
+def _name_outputs(module: Module, path: Path) -> None:
+    """A module written by hand (no ``output_names`` in its header) returns what its ROOT holds, as XLA reads
+    it: a tuple's elements, or the root value itself, each named by its instruction. The compiler's own
+    modules end in a tuple of the named outputs, so a bare root is wrapped in one (only before any phase
+    ran: a module past them must say its outputs)."""
+    entry = module.entry
+    root = entry.root
+    if module.output_names or root is None:
+        return
+    values = list(root.operands) if root.shape.is_tuple else [root]
+    if not root.shape.is_tuple:
+        if module.properties:
+            raise InvalidInputError(f"the entry's ROOT %{root.name} is not a tuple and the header names no "
+                                    f"output_names: a module past layout assignment must end in a tuple of its "
+                                    f"outputs, named by output_names={{...}}", file=str(path))
+        wrap = Instruction(entry.unique_name("tuple"), "tuple", TupleShape((root.shape,)), [root])
+        entry.add(wrap)
+        entry.root = wrap
+    names = [v.attrs.get("name") if v.opcode == "parameter" and v.attrs.get("name") else v.name for v in values]
+    if len(set(names)) != len(names):
+        names = [f"{n}.{i}" for i, n in enumerate(names)]  # the same value returned twice
+    module.output_names = names
 
 
 def _load_weights(module: Module, refs: dict, folder: Path) -> None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import mlcc
@@ -106,3 +107,36 @@ def test_opt_over_a_bundles_model_hlo_reads_its_weights(tmp_path, shared_models)
     r = _mlcc("opt", "b/model.hlo", "--passes", "dce,cse", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout == text  # nothing left to remove: the same text back
+
+
+BARE_ROOT = '''HloModule t
+
+ENTRY %main {
+  %x = f32[5]{0} parameter(0)
+  %e = f32[5]{0} exp(%x)
+  ROOT %s = f32[5]{0} add(%e, %x)
+}
+'''
+
+
+@pytest.mark.parametrize("root", ["bare", "unnamed tuple"])
+def test_hand_written_ir_text_without_output_names_returns_its_root(tmp_path, root):
+    # A module written by hand names no outputs: its ROOT's value (or a tuple's elements) are its outputs, as
+    # XLA reads them (they were dropped: the bundle returned nothing)
+    text = BARE_ROOT if root == "bare" else BARE_ROOT.replace(
+        "ROOT %s = f32[5]{0} add(%e, %x)", "%s = f32[5]{0} add(%e, %x)\n  ROOT %t = (f32[5]{0}, f32[5]{0}) tuple(%s, %e)")
+    (tmp_path / "t.hlo").write_text(text)
+    result = mlcc.compile(tmp_path / "t.hlo", tmp_path / "b", targets=[])
+    names = ["s"] if root == "bare" else ["s", "e"]
+    assert [o["name"] for o in result.manifest["outputs"]] == names
+    x = np.linspace(-2, 2, 5, dtype=np.float32)
+    got = mlcc.load(result.out_dir).run({"x": x})
+    np.testing.assert_allclose(got["s"], np.exp(x) + x, rtol=1e-6)
+    if root != "bare":
+        np.testing.assert_allclose(got["e"], np.exp(x), rtol=1e-6)
+
+
+def test_ir_text_past_the_phases_with_a_bare_root_is_refused(tmp_path):
+    (tmp_path / "t.hlo").write_text(BARE_ROOT.replace("HloModule t", "HloModule t, is_scheduled=true"))
+    with pytest.raises(InvalidInputError, match="ROOT %s is not a tuple"):
+        mlcc.compile(tmp_path / "t.hlo", tmp_path / "b", targets=[])
