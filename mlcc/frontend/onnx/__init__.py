@@ -27,7 +27,9 @@ from mlcc.frontend.onnx.ops import resize  # noqa: F401
 from mlcc.frontend.onnx.ops import roi_align  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
 from mlcc.frontend.onnx.ops import signal  # noqa: F401
+from mlcc.frontend.onnx.ops import tfidf  # noqa: F401
 from mlcc.frontend.onnx.ops import training  # noqa: F401
+from mlcc.frontend.onnx.ops import tree_ensemble  # noqa: F401
 from mlcc.frontend.onnx.ops import unpool  # noqa: F401
 from mlcc.frontend.onnx.errors import (FrontendError, InvalidModelError, ModelNotFoundError, UnsupportedFeatureError,
                                        UnsupportedOpError)
