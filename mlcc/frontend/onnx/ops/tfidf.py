@@ -3,11 +3,12 @@
 The pool holds n-grams grouped by size (``ngram_counts`` gives where each size starts); pool n-gram k is
 counted into output column ``ngram_indexes[k]``. An n-gram of size n >= 2 is counted once per skip distance
 d in 1..max_skip_count + 1 at every start s where ``X[s + i * d] == gram[i]`` for each i; a unigram is
-counted once (skips do not apply to it). When one n-gram appears twice in the pool only its last entry
-counts (the reference's trie keeps the last id). For each (n, d) the n windows ``X[..., i*d : i*d + L]``
+counted once (skips do not apply to it). An n-gram may appear once in the pool. For each (n, d) the n windows ``X[..., i*d : i*d + L]``
 are compared with the pool's n-grams of size n at once ([rows, L, grams] predicates, anded over i), summed
 over the starts, and one dot with a 0/1 matrix scatters the counts into the output columns. Then ``mode``:
-TF the counts, IDF the weight (or 1) where a count is positive, TFIDF the weight times the count.
+TF the counts, IDF the weight (or 1) where a count is positive, TFIDF the weight times the count. Weight k
+belongs to pool n-gram k, so to output column ``ngram_indexes[k]``, as the spec and onnxruntime read it
+(onnx's reference reads weight k as column k's: the node suite's cases, all TF, cannot tell).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ MODES = ("TF", "IDF", "TFIDF")
 
 def _pool_grams(node: OnnxNode, pool: list[int], counts: list[int], min_n: int,
                 max_n: int) -> tuple[dict[int, list[tuple[tuple[int, ...], int]]], int]:
-    """(size -> [(gram, pool index)] for the sizes in [min_n, max_n], only the last entry of a repeated gram;
-    the number of pool n-grams of every size)."""
+    """(size -> [(gram, pool index)] for the sizes in [min_n, max_n]; the number of pool n-grams of every
+    size). A repeated n-gram is an error, as in onnxruntime."""
     if not counts or counts[0] < 0 or any(b < a for a, b in zip(counts, counts[1:])) or counts[-1] > len(pool):
         raise node.error(f"ngram_counts {counts} are not ascending start offsets into a pool of {len(pool)} items")
     grams: dict[int, dict[tuple[int, ...], int]] = {}
@@ -36,10 +37,13 @@ def _pool_grams(node: OnnxNode, pool: list[int], counts: list[int], min_n: int,
         if (end - start) % size:
             raise node.error(f"the pool's {end - start} items of {size}-grams are not a whole number of {size}-grams")
         for at in range(start, end, size):
-            if min_n <= size <= max_n:
-                grams.setdefault(size, {})[tuple(pool[at:at + size])] = index  # a later repeat wins
+            gram = tuple(pool[at:at + size])
+            if gram in grams.setdefault(size, {}):
+                raise node.error(f"the pool holds the {size}-gram {list(gram)} twice")
+            grams[size][gram] = index
             index += 1
-    return {size: sorted(found.items(), key=lambda kv: kv[1]) for size, found in grams.items()}, index
+    return {size: sorted(found.items(), key=lambda kv: kv[1]) for size, found in grams.items()
+            if min_n <= size <= max_n}, index
 
 
 @onnx_op("TfIdfVectorizer", since=9)
@@ -68,8 +72,8 @@ def import_tfidf_vectorizer(b: Builder, node: OnnxNode) -> list[Result]:
         raise node.error(f"ngram_indexes has {len(indexes)} entries for {n_grams} pool n-grams (or a negative one)")
     width = max(indexes) + 1 if indexes else 0
     weights = node.attr("weights", None)
-    if weights is not None and len(weights) != width:
-        raise node.error(f"weights has {len(weights)} entries for {width} output columns")
+    if weights is not None and len(weights) != len(indexes):
+        raise node.error(f"weights has {len(weights)} entries for {len(indexes)} pool n-grams")
 
     rows = x if x.shape.rank == 2 else b.reshape(x, (1, length))
     n_rows = rows.shape.dims[0]
@@ -101,7 +105,10 @@ def import_tfidf_vectorizer(b: Builder, node: OnnxNode) -> list[Result]:
     if mode == "TF":
         y = counts
     else:
-        scale = b.constant(np.asarray(weights if weights is not None else np.ones(width), np.float32))
+        column_weight = np.ones(width, np.float32)
+        if weights is not None:  # a column's count is 0 unless some n-gram, whose weight it takes, maps to it
+            column_weight[indexes] = np.asarray(weights, np.float32)
+        scale = b.constant(column_weight)
         scale = broadcast_in_dims(b, scale, counts.shape.dims, [1])
         if mode == "IDF":
             zero = b.splat(0.0, "f32", counts.shape.dims)
