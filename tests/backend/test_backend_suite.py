@@ -204,6 +204,7 @@ SUBSET = {
     "test_flexattention_causal_mask": "flexattention",
     "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5": "tfidfvectorizer",
     "test_ai_onnx_ml_tree_ensemble_set_membership": "ai_onnx_ml.tree_ensemble",
+    "test_optional_has_element_empty_optional_input": "optionalhaselement",
 }
 
 

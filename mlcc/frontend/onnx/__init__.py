@@ -19,6 +19,7 @@ from mlcc.frontend.onnx.ops import loss  # noqa: F401
 from mlcc.frontend.onnx.ops import movement  # noqa: F401
 from mlcc.frontend.onnx.ops import nbits  # noqa: F401
 from mlcc.frontend.onnx.ops import normalization  # noqa: F401
+from mlcc.frontend.onnx.ops import optional  # noqa: F401
 from mlcc.frontend.onnx.ops import qlinear  # noqa: F401
 from mlcc.frontend.onnx.ops import quantize  # noqa: F401
 from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
