@@ -1,7 +1,7 @@
 """Optional, OptionalHasElement and OptionalGetElement on tensors: an optional graph input fed a tensor or None
 (mlcc.backend compiles the None case with the input an empty Optional), an If whose condition is whether the
-optional holds a tensor, Optional built in the graph; against onnx.reference (numpy where its Optional fails). Reading an empty optional is a
-one-line error naming the node (exit 65)."""
+optional holds a tensor, Optional built in the graph; against onnx.reference (numpy where its Optional
+fails). Reading an empty optional is a one-line error naming the node (exit 65)."""
 
 from __future__ import annotations
 

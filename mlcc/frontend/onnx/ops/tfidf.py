@@ -3,9 +3,10 @@
 The pool holds n-grams grouped by size (``ngram_counts`` gives where each size starts); pool n-gram k is
 counted into output column ``ngram_indexes[k]``. An n-gram of size n >= 2 is counted once per skip distance
 d in 1..max_skip_count + 1 at every start s where ``X[s + i * d] == gram[i]`` for each i; a unigram is
-counted once (skips do not apply to it). An n-gram may appear once in the pool. For each (n, d) the n windows ``X[..., i*d : i*d + L]``
-are compared with the pool's n-grams of size n at once ([rows, L, grams] predicates, anded over i), summed
-over the starts, and one dot with a 0/1 matrix scatters the counts into the output columns. Then ``mode``:
+counted once (skips do not apply to it). An n-gram may appear once in the pool. For each (n, d) the n
+windows ``X[..., i*d : i*d + L]`` are compared with the pool's n-grams of size n at once ([rows, L, grams]
+predicates, anded over i), summed over the starts, and one dot with a 0/1 matrix scatters the counts into
+the output columns. Then ``mode``:
 TF the counts, IDF the weight (or 1) where a count is positive, TFIDF the weight times the count. Weight k
 belongs to pool n-gram k, so to output column ``ngram_indexes[k]``, as the spec and onnxruntime read it
 (onnx's reference reads weight k as column k's: the node suite's cases, all TF, cannot tell).

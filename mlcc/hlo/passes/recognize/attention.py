@@ -6,8 +6,8 @@ Matched at the dot with v, from the forms exporters produce:
   and q likewise. The scale is a multiply or divide by a constant on the scores, or
   a multiply on q and/or k before the dot (torch's ``1/sqrt(sqrt(d))`` on both): the
   op's scale is the product of all of them.
-- masks: an additive mask ``scores + m`` (or a bias ``scores - m``, read as the mask ``-m``); a boolean one ``select(keep, scores, NEG)``
-  (or ``select(drop, NEG, scores)``); an additive ``select(keep, 0, NEG)`` or a
+- masks: an additive mask ``scores + m`` (or a bias ``scores - m``, read as the mask ``-m``); a boolean
+  one ``select(keep, scores, NEG)`` (or ``select(drop, NEG, scores)``); an additive ``select(keep, 0, NEG)`` or a
   constant of 0 / NEG values, where NEG is -inf or at most -1e4 (the dtype's min, -1e9):
   those are keep masks. A keep mask that is an ``and`` splits into its factors.
   A factor that keeps key j for query i exactly when j <= i + (Sk - Sq) (a constant
