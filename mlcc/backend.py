@@ -15,7 +15,9 @@ When such a value is a graph input, ``prepare`` cannot know it: the rep then
 compiles at ``run`` time, once per distinct value of those inputs, with the
 values baked in as initializers. Only the inputs the importer names (or that
 the value it names is computed from) are baked; everything else stays a
-runtime input. Errors from mlcc propagate unchanged.
+runtime input. An optional-typed input fed None (an empty optional) is
+likewise compiled in, as an empty ``Optional`` node, one bundle per set of
+empty inputs. Errors from mlcc propagate unchanged.
 """
 
 from __future__ import annotations
@@ -126,6 +128,21 @@ def _with_initializers(model: onnx.ModelProto, values: Mapping[str, np.ndarray])
     return baked
 
 
+def _with_empty_optionals(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """The model with the optional-typed graph inputs ``names`` turned into empty ``Optional`` nodes."""
+    empty = onnx.ModelProto()
+    empty.CopyFrom(model)
+    kinds = {vi.name: vi.type.optional_type.elem_type for vi in empty.graph.input if vi.name in names}
+    kept = [vi for vi in empty.graph.input if vi.name not in names]
+    del empty.graph.input[:]
+    empty.graph.input.extend(kept)
+    nodes = [helper.make_node("Optional", [], [name], name=f"empty_{name}", type=kinds[name]) for name in names]
+    old = list(empty.graph.node)
+    del empty.graph.node[:]
+    empty.graph.node.extend(nodes + old)
+    return empty
+
+
 class _Compiled:
     """One bundle in a temporary directory, loaded; the directory goes when this object does."""
 
@@ -156,6 +173,8 @@ class MlccBackendRep(BackendRep):
         self.constant_inputs = set(empty)
         self.baked: list[str] = []  # inputs compiled in as constants, one bundle per distinct value
         self._variants: dict[bytes, _Compiled] = {}
+        self._optional = {vi.name for vi in model.graph.input if vi.type.HasField("optional_type")}
+        self._emptied: dict[tuple[str, ...], MlccBackendRep] = {}  # by the optional inputs fed None
         self._compiled = self._compile_or_defer()
 
     def _compile_or_defer(self) -> _Compiled | None:
@@ -178,6 +197,14 @@ class MlccBackendRep(BackendRep):
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         feeds = self._feeds(inputs)
+        empty = tuple(sorted(name for name, v in feeds.items() if v is None))
+        if empty:
+            wrong = [name for name in empty if name not in self._optional]
+            if wrong:
+                raise ValueError(f"input '{wrong[0]}' is None but is not optional")
+            if empty not in self._emptied:
+                self._emptied[empty] = MlccBackendRep(_with_empty_optionals(self.model, empty), self.device)
+            return self._emptied[empty].run({k: v for k, v in feeds.items() if v is not None})
         compiled = self._compiled or self._specialized(feeds)
         skip = self.constant_inputs.union(self.baked)
         results = compiled.run({k: v for k, v in feeds.items() if k not in skip})
@@ -185,13 +212,13 @@ class MlccBackendRep(BackendRep):
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
-            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+            feeds = {k: None if v is None else np.asarray(v) for k, v in inputs.items()}
         else:
             values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             if len(values) != len(self.input_names):
                 raise ValueError(f"the model takes {len(self.input_names)} inputs "
                                  f"({', '.join(self.input_names)}), got {len(values)}")
-            feeds = {name: np.asarray(v) for name, v in zip(self.input_names, values)}
+            feeds = {name: None if v is None else np.asarray(v) for name, v in zip(self.input_names, values)}
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"missing inputs: {', '.join(missing)}")

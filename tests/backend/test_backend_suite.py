@@ -202,6 +202,9 @@ SUBSET = {
     "test_deform_conv_with_multiple_offset_groups": "deformconv",
     "test_causal_conv_with_state_silu_with_past_state": "causal_conv_with_state",
     "test_flexattention_causal_mask": "flexattention",
+    "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5": "tfidfvectorizer",
+    "test_ai_onnx_ml_tree_ensemble_set_membership": "ai_onnx_ml.tree_ensemble",
+    "test_optional_has_element_empty_optional_input": "optionalhaselement",
 }
 
 

@@ -147,6 +147,24 @@ def test_deform_conv_kernels_match_onnxruntime() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_deform_conv_with_a_symbolic_batch_compiles_once_and_matches_onnxruntime() -> None:
+    """The batch dim a symbol "N" in x, offset, mask and y: one bundle, run at two batch sizes."""
+    x_dims, out_channels, kernel, group, offset_group, attrs, _, _ = CASES["groups-offset-groups-mask-bias"]
+    attrs = dict(attrs, group=group, offset_group=offset_group)
+    shapes = {k: v.shape for k, v in _inputs(np.random.default_rng(0), x_dims, out_channels, kernel, group,
+                                              offset_group, attrs, True, True).items()}
+    model = _model({k: ("N", *v[1:]) if k in ("x", "offset", "mask") else v for k, v in shapes.items()}, **attrs)
+    rep = mlcc.backend.prepare(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 3):
+        feeds = _inputs(np.random.default_rng(batch), (batch, *x_dims[1:]), out_channels, kernel, group,
+                        offset_group, attrs, True, True)
+        got = rep.run(feeds)[0]
+        assert got.shape[0] == batch
+        np.testing.assert_allclose(got, sess.run(None, feeds)[0], rtol=1e-4, atol=1e-4)
+    assert rep.baked == []  # nothing was compiled in: one bundle serves both sizes
+
+
 def test_deform_conv_in_f16_matches_the_f32_result_rounded() -> None:
     model, feeds, _ = _case("plain-3x3-pad1", seed=4)
     half = {k: v.astype(np.float16) for k, v in feeds.items()}

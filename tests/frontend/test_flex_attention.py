@@ -5,6 +5,7 @@ Triton's interpreter; inconsistent shapes and modifier graphs a one-line error n
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from onnx.reference import ReferenceEvaluator
 import mlcc.backend
 from mlcc.frontend.onnx import InvalidModelError, import_onnx
 from mlcc.hlo.evaluator import evaluate
+from mlcc.hlo.passes.pipelines import default_pipeline
 from mlcc.hlo.verifier import verify_module
 
 PREVIEW = "ai.onnx.preview"
@@ -146,3 +148,22 @@ def test_inconsistent_shapes_are_one_line_errors_naming_the_node(tmp_path: Path,
     text = str(err.value)
     assert text.startswith("model.onnx: node 'flex_4' (FlexAttention): ") and message in text, text
     assert "\n" not in text and err.value.exit_code == 65
+
+
+@pytest.mark.parametrize("mods", [{}, {"score_mod": causal_mod()}, {"score_mod": soft_cap_mod(2.0), "scale": 0.5},
+                                  {"score_mod": head_bias_mod(4)}],
+                         ids=["plain", "causal-more-keys", "soft-cap", "head-bias"])
+def test_f16_flex_attention_is_one_attention_kernel_matching_the_reference(mods) -> None:
+    """Half-precision inputs with the default f32 softmax precision (score_mod graphs in f32): the recognizer
+    reads through the widening converts, so q, k and v reach one f16 attention op."""
+    dims = ((1, 4, 3, 8), (1, 2, 5, 8), (1, 2, 5, 8))  # grouped-query heads, more keys than queries
+    model = _model(*dims, dtype=TensorProto.FLOAT16, **mods)
+    feeds = _feeds(*dims, dtype=np.float16, seed=4)
+    module = import_onnx(model)
+    default_pipeline().run(module)
+    ops = Counter(i.opcode for i in module.all_instructions())
+    assert ops["attention"] == 1 and not ops["softmax"] and not ops["dot"], dict(ops)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    got = mlcc.backend.prepare(model).run(feeds)[0]
+    assert got.dtype == np.float16 and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=3e-3, atol=3e-3)

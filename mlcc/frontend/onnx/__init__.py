@@ -19,6 +19,7 @@ from mlcc.frontend.onnx.ops import loss  # noqa: F401
 from mlcc.frontend.onnx.ops import movement  # noqa: F401
 from mlcc.frontend.onnx.ops import nbits  # noqa: F401
 from mlcc.frontend.onnx.ops import normalization  # noqa: F401
+from mlcc.frontend.onnx.ops import optional  # noqa: F401
 from mlcc.frontend.onnx.ops import qlinear  # noqa: F401
 from mlcc.frontend.onnx.ops import quantize  # noqa: F401
 from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
@@ -27,7 +28,9 @@ from mlcc.frontend.onnx.ops import resize  # noqa: F401
 from mlcc.frontend.onnx.ops import roi_align  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
 from mlcc.frontend.onnx.ops import signal  # noqa: F401
+from mlcc.frontend.onnx.ops import tfidf  # noqa: F401
 from mlcc.frontend.onnx.ops import training  # noqa: F401
+from mlcc.frontend.onnx.ops import tree_ensemble  # noqa: F401
 from mlcc.frontend.onnx.ops import unpool  # noqa: F401
 from mlcc.frontend.onnx.errors import (FrontendError, InvalidModelError, ModelNotFoundError, UnsupportedFeatureError,
                                        UnsupportedOpError)

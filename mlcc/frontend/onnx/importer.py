@@ -330,7 +330,10 @@ def _bound_symbols(inputs: dict[str, onnx.ValueInfoProto], shapes: InputShapes, 
 
 
 def _dims_of(type_proto: onnx.TypeProto, symbols: set[str]) -> tuple[int, tuple[Dim | None, ...] | None] | None:
-    """(element type, dims) of a tensor type; dims unknown to the model (made up by shape inference) are None."""
+    """(element type, dims) of a tensor type, or of an optional's tensor type (an optional that holds a tensor is
+    that tensor: ops/optional.py); dims unknown to the model (made up by shape inference) are None."""
+    if type_proto.HasField("optional_type"):
+        type_proto = type_proto.optional_type.elem_type
     if not type_proto.HasField("tensor_type"):
         return None
     tt = type_proto.tensor_type

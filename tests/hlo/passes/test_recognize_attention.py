@@ -345,6 +345,49 @@ def test_half_precision_scores_with_the_softmax_in_f32():
       }""", rtol=2e-3, atol=2e-3)
 
 
+WIDENED = """
+  ENTRY %main {
+    %q = f16[2,8,16]{2,1,0} parameter(0)
+    %k = f16[2,8,16]{2,1,0} parameter(1)
+    %v = f16[2,8,16]{2,1,0} parameter(2)
+    %bias = f32[2,8,8]{2,1,0} parameter(3)
+    %s = f16[2,8,8]{2,1,0} dot(%q, %k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+    %s32 = f32[2,8,8]{2,1,0} convert(%s)
+    %c = f32[2,8,8]{2,1,0} constant(), splat=0.25
+    %w = f32[2,8,8]{2,1,0} multiply(%s32, %c)
+    %b = f32[2,8,8]{2,1,0} subtract(%w, %bias)
+    %p = f32[2,8,8]{2,1,0} softmax(%b), dimension=2
+    %v32 = f32[2,8,16]{2,1,0} convert(%v)
+    %o = f32[2,8,16]{2,1,0} dot(%p, %v32), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+    %y = f16[2,8,16]{2,1,0} convert(%o)
+    ROOT %r = (f16[2,8,16]{2,1,0}) tuple(%y)
+  }"""
+
+
+def test_half_precision_inputs_with_scores_probabilities_and_product_in_f32():
+    # ONNX FlexAttention on f16 inputs (softmax_precision f32): the dot's scores widened, a bias subtracted in
+    # f32, the f32 product with the widened v rounded back to f16: one f16 attention op, the bias negated
+    check_rewrite(RecognizeAttention(), WIDENED, expected="""
+      ENTRY %main {
+        %q = f16[2,8,16]{2,1,0} parameter(0)
+        %k = f16[2,8,16]{2,1,0} parameter(1)
+        %v = f16[2,8,16]{2,1,0} parameter(2)
+        %bias = f32[2,8,8]{2,1,0} parameter(3)
+        %attention = f32[2,8,8]{2,1,0} negate(%bias)
+        %attention.1 = f16[2,8,16]{2,1,0} attention(%q, %k, %v, %attention), causal=false, scale=0.25
+        %attention.2 = f32[2,8,16]{2,1,0} convert(%attention.1)
+        %y = f16[2,8,16]{2,1,0} convert(%attention.2)
+        ROOT %r = (f16[2,8,16]{2,1,0}) tuple(%y)
+      }""", rtol=2e-3, atol=2e-3)
+
+
+def test_an_f32_product_read_in_f32_is_not_narrowed_to_half_precision():
+    # a user of the f32 product that keeps it in f32 would see it rounded to f16: left alone
+    text = WIDENED.replace("ROOT %r = (f16[2,8,16]{2,1,0}) tuple(%y)",
+                           "ROOT %r = (f16[2,8,16]{2,1,0}, f32[2,8,16]{2,1,0}) tuple(%y, %o)")
+    check_rewrite(RecognizeAttention(), text, expected=None)
+
+
 def test_grouped_query_attention_reads_the_shared_heads():
     # transformers' repeat_kv: k[:, :, None].expand(b, 2, 2, s, d).reshape(b, 4, s, d), for k and for v
     check_rewrite(RecognizeAttention(), """

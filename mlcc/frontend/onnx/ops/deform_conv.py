@@ -6,7 +6,8 @@ floor(pos) and floor(pos) + 1, weighted 1 - t and t, and a tap outside X reads 0
 the mask (v2 modulation). Each channel uses the offsets and mask of its offset group. Every combination of
 axis taps is one gather-elements from X flattened per channel; their weighted sum gives the sampled columns
 [N, C, kernel taps, output positions], and one dot with the weight contracts (C/group, kernel taps) per
-group. Positions and sampled columns are computed in f32 (f64 for f64 inputs).
+group. Positions and sampled columns are computed in f32 (f64 for f64 inputs). The batch dim may be symbolic
+(the sampled columns and the dot carry it); channels, spatial dims and the kernel are static.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ def _ints(node: OnnxNode, name: str, count: int, default: int) -> list[int]:
 def import_deform_conv(b: Builder, node: OnnxNode) -> list[Result]:
     x, w, offset = node.input(0), node.input(1), node.input(2)
     require_float(node, x)
-    dims = static_dims(node, x.shape.dims, "input dims")
-    if len(dims) < 3:
-        raise node.error(f"input dims {list(dims)} have no spatial dim (rank 3 or more is needed)")
-    n_batch, channels, sizes = dims[0], dims[1], dims[2:]
+    if x.shape.rank < 3:
+        raise node.error(f"input dims {list(x.shape.dims)} have no spatial dim (rank 3 or more is needed)")
+    n_batch = x.shape.dims[0]  # may be symbolic: every position and weight below is per sample
+    dims = (n_batch, *static_dims(node, x.shape.dims[1:], "input channel and spatial dims"))
+    channels, sizes = dims[1], dims[2:]
     n = len(sizes)
     wdims = static_dims(node, w.shape.dims, "weight dims")
     if len(wdims) != n + 2:

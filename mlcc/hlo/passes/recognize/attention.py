@@ -6,8 +6,8 @@ Matched at the dot with v, from the forms exporters produce:
   and q likewise. The scale is a multiply or divide by a constant on the scores, or
   a multiply on q and/or k before the dot (torch's ``1/sqrt(sqrt(d))`` on both): the
   op's scale is the product of all of them.
-- masks: an additive mask ``scores + m``; a boolean one ``select(keep, scores, NEG)``
-  (or ``select(drop, NEG, scores)``); an additive ``select(keep, 0, NEG)`` or a
+- masks: an additive mask ``scores + m`` (or a bias ``scores - m``, read as the mask ``-m``); a boolean
+  one ``select(keep, scores, NEG)`` (or ``select(drop, NEG, scores)``); an additive ``select(keep, 0, NEG)`` or a
   constant of 0 / NEG values, where NEG is -inf or at most -1e4 (the dtype's min, -1e9):
   those are keep masks. A keep mask that is an ``and`` splits into its factors.
   A factor that keeps key j for query i exactly when j <= i + (Sk - Sq) (a constant
@@ -18,7 +18,10 @@ Matched at the dot with v, from the forms exporters produce:
   becomes ``softcap=cap`` with the scale ``scale``.
 - softmax over the keys, with or without torch's ``select(is-nan(p), 0, p)`` guard
   for fully masked rows (attention already gives those rows 0), in f32 between two
-  converts for half-precision scores.
+  converts for half-precision scores; or, as ONNX's FlexAttention and Attention compute
+  half-precision inputs, in f32 from the q·kᵀ dot on (scale, soft cap and masks in f32)
+  through an f32 dot with the widened v whose every user rounds it back to the half type:
+  the attention op then takes the half-precision q, k, v and its result is widened.
 - k and v whose heads were repeated for grouped-query attention (transformers'
   repeat_kv: unsqueeze, expand, reshape) are read un-repeated: the op shares them.
 
@@ -34,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlcc.hlo.ir import Instruction, Module, is_float, is_int
+from mlcc.hlo.ir import Instruction, Module, Shape, is_float, is_int
 from mlcc.hlo.passes.algsimp.convert import exact
 from mlcc.hlo.passes.pattern import Match, RewritePass, Rewriter, Rule, constant_array, op, scalar_value, var
 from mlcc.hlo.passes.views import is_degenerate_reshape, order_preserving, peel_views
@@ -79,8 +82,12 @@ def _scores_dot(dot: Instruction) -> bool:
             and a["lhs_contracting_dims"][0] >= rank - 2 and a["rhs_contracting_dims"][0] >= rank - 2)
 
 
-def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
-    """The q·kᵀ dot under the scores, with the scale and masks applied on the way."""
+def _parse_scores(s: Instruction, module: Module | None, widened: str | None = None) -> Scores | None:
+    """The q·kᵀ dot under the scores, with the scale and masks applied on the way (``widened``: a half
+    type whose dot the scores may read through a convert to f32)."""
+    if widened is not None and s.opcode == "convert" and s.operands[0].opcode == "dot" \
+            and s.operands[0].shape.dtype == widened:
+        s = s.operands[0]
     if s.opcode == "dot":
         return Scores(s) if _scores_dot(s) else None
     pos = {d: d for d in range(s.shape.rank) if s.shape.dims[d] != 1}
@@ -92,12 +99,12 @@ def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
                 continue
             if s.opcode == "multiply" and a.opcode == "tanh" and float(c) > 0:
                 # logit soft-capping: cap * tanh(scores / cap), the 1/cap folded into the scale
-                inner = _parse_scores(a.operands[0], module)
+                inner = _parse_scores(a.operands[0], module, widened)
                 if inner is None or inner.keep or inner.additive or inner.softcap is not None:
                     return None
                 inner.softcap, inner.scale = float(c), inner.scale * float(c)
                 return inner
-            inner = _parse_scores(a, module)
+            inner = _parse_scores(a, module, widened)
             if inner is None or inner.keep or inner.additive or inner.softcap is not None:
                 return None
             inner.scale = inner.scale * float(c) if s.opcode == "multiply" else inner.scale / float(c)
@@ -105,21 +112,26 @@ def _parse_scores(s: Instruction, module: Module | None) -> Scores | None:
         return None
     if s.opcode == "add":
         for a, b in (s.operands, reversed(s.operands)):
-            inner = _parse_scores(a, module)
+            inner = _parse_scores(a, module, widened)
             if inner is not None:
                 inner.additive.append(Factor(b, pos))
                 return inner
         return None
+    if s.opcode == "subtract" and is_float(s.shape.dtype):  # scores - bias: the bias negated is the mask
+        inner = _parse_scores(s.operands[0], module, widened)
+        if inner is not None:
+            inner.additive.append(Factor(s.operands[1], pos, negate=True))
+        return inner
     if s.opcode == "select":
         p, on_true, on_false = s.operands
         if _masked_value(on_false, module):
-            inner = _parse_scores(on_true, module)
+            inner = _parse_scores(on_true, module, widened)
             if inner is not None:
                 inner.keep.append(Factor(p, pos))
                 inner.masked.append(float(scalar_value(on_false, module)))
             return inner
         if _masked_value(on_true, module):
-            inner = _parse_scores(on_false, module)
+            inner = _parse_scores(on_false, module, widened)
             if inner is not None:
                 inner.keep.append(Factor(p, pos, negate=True))
                 inner.masked.append(float(scalar_value(on_true, module)))
@@ -239,20 +251,22 @@ def _is_causal(f: Factor, rank: int, module: Module | None, additive: bool = Fal
 
 
 def _mask_operand(rw: Rewriter, f: Factor, rank: int) -> Instruction | None:
-    """The factor as an operand that broadcasts numpy-style to the rank-``rank`` scores."""
+    """The factor as an operand that broadcasts numpy-style to the rank-``rank`` scores (a negated keep mask
+    as its not, a negated additive mask as its negation)."""
     src = f.value
+    flip = "not" if src.shape.dtype == "pred" else "negate"
     if not order_preserving(f.pos):
         return None
     lead = rank - src.shape.rank
     if lead >= 0 and all(p == i + lead for i, p in f.pos.items()):
-        return rw.op("not", [src]) if f.negate else src  # already lines up numpy-style
+        return rw.op(flip, [src]) if f.negate else src  # already lines up numpy-style
     dims = [1] * rank
     for i, p in f.pos.items():
         dims[p] = src.shape.dims[i]
     if not is_degenerate_reshape(src.shape.dims, dims):
         return None
     mask = rw.reshape(src, dims)
-    return rw.op("not", [mask]) if f.negate else mask
+    return rw.op(flip, [mask]) if f.negate else mask
 
 
 def _unscaled(x: Instruction, module: Module | None) -> tuple[Instruction, float]:
@@ -344,10 +358,12 @@ def _masks(scores: Scores, rank: int, module: Module | None) -> tuple[bool, int 
     causal = False
     windows: list[int] = []
     for f in scores.additive:
-        as_keep = _as_keep(f, module)
+        as_keep = None if f.negate else _as_keep(f, module)
         src, pos = peel_views(f.value)
-        peeled = Factor(src, _compose(f.pos, pos))
-        if as_keep is not None:
+        peeled = Factor(src, _compose(f.pos, pos), f.negate)
+        if f.negate:  # a subtracted bias: no 0/NEG mask (its NEG would be positive)
+            additive.append(peeled)
+        elif as_keep is not None:
             keep.append(as_keep[0])
             scores.masked.append(as_keep[1])
         elif (w := _is_causal(peeled, rank, module, additive=True)) is not None:
@@ -391,6 +407,16 @@ def _pv_dot(pv: Instruction) -> bool:
     return is_float(pv.shape.dtype) and _scores_dot(pv) and tuple(pv.attrs["lhs_contracting_dims"]) == (rank - 1,)
 
 
+def _widened_half(pv: Instruction) -> str | None:
+    """The half type when pv is an f32 dot with a v widened from it and every user of pv rounds it back."""
+    v = pv.operands[1]
+    if pv.shape.dtype != "f32" or v.opcode != "convert" or v.operands[0].shape.dtype not in ("f16", "bf16"):
+        return None
+    half = v.operands[0].shape.dtype
+    users = list(pv.users)
+    return half if users and all(u.opcode == "convert" and u.shape.dtype == half for u in users) else None
+
+
 def _kernel_order(rw: Rewriter, qk: Instruction, pv: Instruction, q: Instruction, k: Instruction,
                   v: Instruction) -> tuple[Instruction, Instruction, Instruction]:
     """q, k and v as the attention kernel reads them ([.., seq, d]): each transposed where its dot contracted
@@ -411,16 +437,21 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
     p, v = pv.operands
     if not _pv_dot(pv):
         return None
+    widened = _widened_half(pv)
+    if widened is not None:
+        v = v.operands[0]
     found = _probabilities(p, rw.module)
     if found is None:
         return None
-    scores = _parse_scores(found[1], rw.module)
+    scores = _parse_scores(found[1], rw.module, widened)
     if scores is None:
         _unrecognized(rw, found[0], pv, f"the softmax's input (%{found[1].name}, {found[1].opcode}) is not "
                       "q · kᵀ under constant scales, one soft-cap and masks")
         return None
     qk = scores.dot
     dtypes = {pv.shape.dtype, v.shape.dtype, p.shape.dtype, qk.shape.dtype, *(o.shape.dtype for o in qk.operands)}
+    if widened is not None:  # f32 probabilities and product, half-precision q, k, v and q·kᵀ
+        dtypes = {widened if d == "f32" else d for d in dtypes}
     if len(dtypes) != 1:
         _unrecognized(rw, found[0], pv, f"q, k, v and the scores mix types ({', '.join(sorted(dtypes))})")
         return None
@@ -458,7 +489,8 @@ def _attention(rw: Rewriter, m: Match) -> Instruction | None:
         attrs["window"] = window
     if scores.softcap is not None:
         attrs["softcap"] = scores.softcap
-    return rw.op("attention", operands, scale=scale, causal=causal, **attrs)
+    attention = rw.op("attention", operands, scale=scale, causal=causal, **attrs)
+    return attention if widened is None else rw.op("convert", [attention], Shape("f32", attention.shape.dims))
 
 
 RULES = [Rule("attention", op("dot", var("p"), var("v")), _attention)]
