@@ -135,7 +135,7 @@ def test_inspect_binaries_reports_matrix_units_per_target(gpt2_fp16):
     assert {row["target"] for row in rows} == {"sm_80", "sm_90", "gfx942"}
     unit = {"sm_90": "wgmma", "sm_80": "mma", "gfx942": "mfma"}
     for row in rows:
-        uses = row["template"] in ("matmul.py.jinja", "attention.py.jinja")
+        uses = row["template"] in ("matmul.py.jinja", "attention.py.jinja", "b2b.py.jinja")
         # a warpgroup MMA covers 64 rows: Triton runs a program of fewer on sm_90 with mma
         if not uses:
             assert row["matrix_instructions"] == [], row
