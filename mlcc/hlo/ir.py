@@ -384,6 +384,14 @@ class Computation:
         self._inserted += 1
         return inst
 
+    def returned_ids(self) -> set[int]:
+        """The ids of the values this computation returns: a tuple root's elements, or a bare root itself (a
+        pass that would stop storing a value keeps those)."""
+        root = self.root
+        if root is None:
+            return set()
+        return {id(o) for o in root.operands} if root.opcode == "tuple" else {id(root)}
+
     def unique_name(self, hint: str) -> str:
         """hint, or hint.N for the smallest N that no instruction here uses."""
         names = self._name_index()

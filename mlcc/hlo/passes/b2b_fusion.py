@@ -267,10 +267,7 @@ class B2bFusion(Pass):
         if "b2b" not in self.kinds:
             return False
         comp = module.entry
-        root = comp.root
-        outputs = {id(o) for o in root.operands} if root is not None and root.opcode == "tuple" else set()
-        if root is not None and root.opcode != "tuple":
-            outputs.add(id(root))
+        outputs = comp.returned_ids()
         changed = False
         notes: list[str] = []
         for inst in list(comp.instructions):
