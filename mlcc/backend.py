@@ -181,12 +181,38 @@ def _with_sequence_inputs(model: onnx.ModelProto, values: Mapping[str, Sequence[
         else:
             nodes.append(helper.make_node("SequenceEmpty", [], [vi.name], name=f"feed_{vi.name}",
                                           dtype=_sequence_elem_type(kinds[vi.name])))
+    bound = _sequence_dims(model.graph, values)
+    for vi in inputs:  # a symbolic dim the sequences' element type names takes the fed elements' size everywhere
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in bound:
+                    d.dim_value = bound[d.dim_param]
     del fed.graph.input[:]
     fed.graph.input.extend(inputs)
     old = list(fed.graph.node)
     del fed.graph.node[:]
     fed.graph.node.extend(nodes + old)
     return fed
+
+
+def _sequence_dims(graph: onnx.GraphProto, values: Mapping[str, Sequence[np.ndarray]]) -> dict[str, int]:
+    """The symbolic dims of the sequence inputs' element types that every fed element gives one size."""
+    sizes: dict[str, set[int]] = {}
+    for vi in graph.input:
+        if vi.name not in values:
+            continue
+        t = vi.type.optional_type.elem_type if vi.type.HasField("optional_type") else vi.type
+        elem = t.sequence_type.elem_type
+        if not elem.HasField("tensor_type") or not elem.tensor_type.HasField("shape"):
+            continue
+        dims = elem.tensor_type.shape.dim
+        for v in values[vi.name]:
+            if v.ndim != len(dims):
+                continue
+            for d, n in zip(dims, v.shape):
+                if d.HasField("dim_param"):
+                    sizes.setdefault(d.dim_param, set()).add(int(n))
+    return {name: next(iter(s)) for name, s in sizes.items() if len(s) == 1}
 
 
 class _Compiled:
