@@ -309,7 +309,7 @@ class MlccBackendRep(BackendRep):
         flat = {k: v for k, v in feeds.items() if k not in lists}
         for name, vs in lists.items():
             flat.update({f"{name}.{i}": v for i, v in enumerate(vs)})
-        return tuple(rep.run(flat))
+        return self._outputs(*rep.run(flat))
 
     def _feeds(self, inputs: Any) -> dict[str, Any]:
         """Inputs by name: arrays, None (an empty optional), or lists of arrays (sequences)."""
