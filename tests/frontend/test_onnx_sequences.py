@@ -210,3 +210,15 @@ def test_a_sequence_typed_graph_input_of_a_compiled_model_is_a_one_line_69(tmp_p
     assert str(err.value).startswith("model.onnx: input 's' is a sequence: a compiled model takes tensors"), \
         str(err.value)
     assert "\n" not in str(err.value) and err.value.exit_code == 69
+
+
+def test_verify_compares_a_sequence_output_element_by_element_with_onnxruntime(tmp_path: Path) -> None:
+    """onnxruntime gives a sequence output as a list; verify compares it as the bundle's NAME.0, NAME.1, ..."""
+    from mlcc.verify import compare, onnxruntime_outputs
+    model, feeds = _ops_model(), _ops_feeds()
+    path = _save(tmp_path, model)
+    mlcc.compile(path, tmp_path / "b", targets=[], cache_dir="", quiet=True)
+    expected = onnxruntime_outputs(path, feeds)
+    assert sorted(expected) == ["at_relu", "chunks.0", "chunks.1", "joined", "length", "stacked"]
+    checks = compare(mlcc.load(tmp_path / "b").run(feeds), expected)
+    assert len(checks) == 6 and all(c.ok for c in checks), checks
