@@ -2,7 +2,8 @@
 Length with constant positions, ConcatFromSequence, SequenceMap unrolled, optionals of sequences; a sequence graph
 output is one bundle output per element (NAME.0, NAME.1, ...), a sequence graph input is fed by mlcc.backend as one
 tensor per element. Against onnxruntime (onnx.reference where onnxruntime lacks the op). A position known only at
-run time, or a sequence-typed input of a compiled model, is a one-line exit 69 naming the node or the input."""
+run time, or a sequence-typed input of a compiled model, is a one-line exit 69 naming the node or the input; a
+sequence fed to an op that takes tensors is exit 65."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from onnx.reference import ReferenceEvaluator
 
 import mlcc
 import mlcc.backend
-from mlcc.frontend.onnx import UnsupportedFeatureError, import_onnx
+from mlcc.frontend.onnx import InvalidModelError, UnsupportedFeatureError, import_onnx
 
 vi = helper.make_tensor_value_info
 F32 = TensorProto.FLOAT
@@ -222,3 +223,14 @@ def test_verify_compares_a_sequence_output_element_by_element_with_onnxruntime(t
     assert sorted(expected) == ["at_relu", "chunks.0", "chunks.1", "joined", "length", "stacked"]
     checks = compare(mlcc.load(tmp_path / "b").run(feeds), expected)
     assert len(checks) == 6 and all(c.ok for c in checks), checks
+
+
+def test_a_sequence_fed_to_an_op_that_takes_tensors_is_a_one_line_65(tmp_path: Path) -> None:
+    nodes = [helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="construct"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu_1")]
+    model = _model(nodes, [vi("x", F32, [2])], [vi("y", F32, [2])])
+    with pytest.raises(InvalidModelError) as err:
+        import_onnx(_save(tmp_path, model))
+    assert str(err.value) == ("model.onnx: node 'relu_1' (Relu): input 's' is a sequence, and this op takes tensors "
+                              "(its type constraints)"), str(err.value)
+    assert err.value.exit_code == 65

@@ -529,8 +529,8 @@ class _GraphImporter:
         if not rule.sequences:
             seq = next((t for t in inputs if t.seq is not None), None)
             if seq is not None:
-                raise UnsupportedFeatureError(f"input '{seq.name}' is a sequence; this op takes tensors",
-                                              file=self.ctx.file, node=label, op_type=proto.op_type)
+                raise InvalidModelError(f"input '{seq.name}' is a sequence, and this op takes tensors (its type "
+                                        "constraints)", file=self.ctx.file, node=label, op_type=proto.op_type)
         try:
             if any(t.is_symbolic for t in inputs) and all(t.is_known or t.is_symbolic for t in inputs):
                 node = OnnxNode(proto, label, opset, self.ctx, lambda t: self.ctx.materialize(self.b, t))
