@@ -17,7 +17,12 @@ values baked in as initializers. Only the inputs the importer names (or that
 the value it names is computed from) are baked; everything else stays a
 runtime input. An optional-typed input fed None (an empty optional) is
 likewise compiled in, as an empty ``Optional`` node, one bundle per set of
-empty inputs. Errors from mlcc propagate unchanged.
+empty inputs. A sequence-typed input (a list of arrays) is fed as one tensor
+input per element, ``NAME.0``, ``NAME.1``, ..., gathered by a
+``SequenceConstruct`` (``SequenceEmpty`` for an empty list): one bundle per
+count, element type and dims of the fed elements. A sequence-typed output comes
+back from the bundle as ``NAME.0``, ``NAME.1``, ... and is returned as a list.
+Errors from mlcc propagate unchanged.
 """
 
 from __future__ import annotations
@@ -143,6 +148,73 @@ def _with_empty_optionals(model: onnx.ModelProto, names: Sequence[str]) -> onnx.
     return empty
 
 
+def _is_sequence_type(type_proto: onnx.TypeProto) -> bool:
+    if type_proto.HasField("optional_type"):
+        type_proto = type_proto.optional_type.elem_type
+    return type_proto.HasField("sequence_type")
+
+
+def _sequence_elem_type(type_proto: onnx.TypeProto) -> int:
+    if type_proto.HasField("optional_type"):
+        type_proto = type_proto.optional_type.elem_type
+    elem = type_proto.sequence_type.elem_type
+    return elem.tensor_type.elem_type if elem.HasField("tensor_type") else onnx.TensorProto.FLOAT
+
+
+def _with_sequence_inputs(model: onnx.ModelProto, values: Mapping[str, Sequence[np.ndarray]]) -> onnx.ModelProto:
+    """The model with each sequence-typed graph input in ``values`` fed as one tensor input per element
+    (``NAME.0``, ``NAME.1``, ...: the fed arrays' types and dims) and gathered by a SequenceConstruct."""
+    fed = onnx.ModelProto()
+    fed.CopyFrom(model)
+    kinds = {vi.name: vi.type for vi in fed.graph.input if vi.name in values}
+    inputs: list[onnx.ValueInfoProto] = []
+    nodes = []
+    for vi in model.graph.input:
+        if vi.name not in values:
+            inputs.append(vi)
+            continue
+        parts = [f"{vi.name}.{i}" for i in range(len(values[vi.name]))]
+        for part, v in zip(parts, values[vi.name]):
+            inputs.append(helper.make_tensor_value_info(part, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
+        if parts:
+            nodes.append(helper.make_node("SequenceConstruct", parts, [vi.name], name=f"feed_{vi.name}"))
+        else:
+            nodes.append(helper.make_node("SequenceEmpty", [], [vi.name], name=f"feed_{vi.name}",
+                                          dtype=_sequence_elem_type(kinds[vi.name])))
+    bound = _sequence_dims(model.graph, values)
+    for vi in inputs:  # a symbolic dim the sequences' element type names takes the fed elements' size everywhere
+        if vi.type.HasField("tensor_type"):
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in bound:
+                    d.dim_value = bound[d.dim_param]
+    del fed.graph.input[:]
+    fed.graph.input.extend(inputs)
+    old = list(fed.graph.node)
+    del fed.graph.node[:]
+    fed.graph.node.extend(nodes + old)
+    return fed
+
+
+def _sequence_dims(graph: onnx.GraphProto, values: Mapping[str, Sequence[np.ndarray]]) -> dict[str, int]:
+    """The symbolic dims of the sequence inputs' element types that every fed element gives one size."""
+    sizes: dict[str, set[int]] = {}
+    for vi in graph.input:
+        if vi.name not in values:
+            continue
+        t = vi.type.optional_type.elem_type if vi.type.HasField("optional_type") else vi.type
+        elem = t.sequence_type.elem_type
+        if not elem.HasField("tensor_type") or not elem.tensor_type.HasField("shape"):
+            continue
+        dims = elem.tensor_type.shape.dim
+        for v in values[vi.name]:
+            if v.ndim != len(dims):
+                continue
+            for d, n in zip(dims, v.shape):
+                if d.HasField("dim_param"):
+                    sizes.setdefault(d.dim_param, set()).add(int(n))
+    return {name: next(iter(s)) for name, s in sizes.items() if len(s) == 1}
+
+
 class _Compiled:
     """One bundle in a temporary directory, loaded; the directory goes when this object does."""
 
@@ -175,7 +247,10 @@ class MlccBackendRep(BackendRep):
         self._variants: dict[bytes, _Compiled] = {}
         self._optional = {vi.name for vi in model.graph.input if vi.type.HasField("optional_type")}
         self._emptied: dict[tuple[str, ...], MlccBackendRep] = {}  # by the optional inputs fed None
-        self._compiled = self._compile_or_defer()
+        self._sequences = {vi.name for vi in model.graph.input if _is_sequence_type(vi.type)}
+        self._sequenced: dict[bytes, MlccBackendRep] = {}  # by the count, types and dims of the fed elements
+        self._sequence_outputs = {vo.name for vo in model.graph.output if _is_sequence_type(vo.type)}
+        self._compiled = None if self._sequences else self._compile_or_defer()
 
     def _compile_or_defer(self) -> _Compiled | None:
         try:
@@ -205,20 +280,49 @@ class MlccBackendRep(BackendRep):
             if empty not in self._emptied:
                 self._emptied[empty] = MlccBackendRep(_with_empty_optionals(self.model, empty), self.device)
             return self._emptied[empty].run({k: v for k, v in feeds.items() if v is not None})
+        if self._sequences:
+            return self._run_sequences(feeds)
         compiled = self._compiled or self._specialized(feeds)
         skip = self.constant_inputs.union(self.baked)
         results = compiled.run({k: v for k, v in feeds.items() if k not in skip})
-        return self._outputs(*(results[name] for name in self.output_names))
+        return self._outputs(*(self._output(results, name) for name in self.output_names))
 
-    def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
+    def _output(self, results: Mapping[str, np.ndarray], name: str) -> Any:
+        """Output ``name`` from the bundle's results: a sequence output is its elements, ``NAME.0``, ... as a list."""
+        if name not in self._sequence_outputs:
+            return results[name]
+        elements = []
+        while f"{name}.{len(elements)}" in results:
+            elements.append(results[f"{name}.{len(elements)}"])
+        return elements
+
+    def _run_sequences(self, feeds: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Run with the sequence inputs fed as one tensor per element (the bundle for their count and types)."""
+        lists = {name: [np.asarray(v) for v in feeds[name]] for name in self._sequences}
+        key = repr(sorted((name, [(v.dtype.str, v.shape) for v in vs]) for name, vs in lists.items())).encode()
+        rep = self._sequenced.get(key)
+        if rep is None:
+            rep = MlccBackendRep(_with_sequence_inputs(self.model, lists), self.device)
+            if len(self._sequenced) >= MAX_SPECIALIZATIONS:
+                self._sequenced.pop(next(iter(self._sequenced)))
+            self._sequenced[key] = rep
+        flat = {k: v for k, v in feeds.items() if k not in lists}
+        for name, vs in lists.items():
+            flat.update({f"{name}.{i}": v for i, v in enumerate(vs)})
+        return self._outputs(*rep.run(flat))
+
+    def _feeds(self, inputs: Any) -> dict[str, Any]:
+        """Inputs by name: arrays, None (an empty optional), or lists of arrays (sequences)."""
         if isinstance(inputs, Mapping):
-            feeds = {k: None if v is None else np.asarray(v) for k, v in inputs.items()}
+            pairs = list(inputs.items())
         else:
             values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             if len(values) != len(self.input_names):
                 raise ValueError(f"the model takes {len(self.input_names)} inputs "
                                  f"({', '.join(self.input_names)}), got {len(values)}")
-            feeds = {name: None if v is None else np.asarray(v) for name, v in zip(self.input_names, values)}
+            pairs = list(zip(self.input_names, values))
+        feeds = {k: None if v is None else [np.asarray(x) for x in v] if k in self._sequences else np.asarray(v)
+                 for k, v in pairs}
         missing = [n for n in self.input_names if n not in feeds]
         if missing:
             raise ValueError(f"missing inputs: {', '.join(missing)}")

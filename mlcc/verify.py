@@ -172,6 +172,17 @@ def _run_fp8(ort: Any, sess: Any, names: list[str], feed: Mapping[str, np.ndarra
     return out
 
 
+def _flat(outputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """A sequence output (a list) as one output per element, ``NAME.0``, ``NAME.1``, ..., as a bundle returns it."""
+    flat: dict[str, np.ndarray] = {}
+    for name, value in outputs.items():
+        if isinstance(value, list):
+            flat.update({f"{name}.{i}": np.asarray(v) for i, v in enumerate(value)})
+        else:
+            flat[name] = value
+    return flat
+
+
 def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
@@ -187,7 +198,7 @@ def onnxruntime_outputs(model_path: str | Path, inputs: Mapping[str, np.ndarray]
         if any(np.asarray(v).dtype.name in ORT_FP8 for v in feed.values()) or \
                 any(o.type in ORT_FP8_OUTPUTS for o in sess.get_outputs()):
             return _run_fp8(ort, sess, names, feed)
-        return dict(zip(names, sess.run(names, feed)))
+        return _flat(dict(zip(names, sess.run(names, feed))))
     except (ort_errors.Fail, ort_errors.NotImplemented, ort_errors.InvalidGraph, ort_errors.RuntimeException,
             *unreadable) as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__

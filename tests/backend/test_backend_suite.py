@@ -205,6 +205,11 @@ SUBSET = {
     "test_tfidfvectorizer_tf_batch_uniandbigrams_skip5": "tfidfvectorizer",
     "test_ai_onnx_ml_tree_ensemble_set_membership": "ai_onnx_ml.tree_ensemble",
     "test_optional_has_element_empty_optional_input": "optionalhaselement",
+    "test_optional_get_element_optional_sequence": "optionalgetelement",
+    "test_sequence_insert_at_front": "sequenceinsert",
+    "test_split_to_sequence_nokeepdims": "splittosequence",
+    "test_sequence_map_add_1_sequence_1_tensor": "sequence_map",
+    "test_loop13_seq": "loop",
 }
 
 

@@ -120,9 +120,6 @@ def test_every_import_time_fold_is_of_an_imported_op():
 # ---------------------------------------------------------------- ONNX
 
 ONNX_NOT_IMPORTED = {
-    **_all("sequences: the IR has tensors only (optionals of tensors are imported)", "ConcatFromSequence",
-           "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength",
-           "SequenceMap", "SplitToSequence"),
     **_all("strings: the IR has no string element type", "RegexFullMatch", "StringConcat", "StringNormalizer",
            "StringSplit"),
     **_all("random numbers: no HLO op", "Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",

@@ -26,6 +26,7 @@ from mlcc.frontend.onnx.ops import recurrent  # noqa: F401
 from mlcc.frontend.onnx.ops import reduce  # noqa: F401
 from mlcc.frontend.onnx.ops import resize  # noqa: F401
 from mlcc.frontend.onnx.ops import roi_align  # noqa: F401
+from mlcc.frontend.onnx.ops import sequence  # noqa: F401
 from mlcc.frontend.onnx.ops import shape_ops  # noqa: F401
 from mlcc.frontend.onnx.ops import signal  # noqa: F401
 from mlcc.frontend.onnx.ops import tfidf  # noqa: F401

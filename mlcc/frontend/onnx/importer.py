@@ -373,10 +373,9 @@ class _GraphImporter:
         for index, node in enumerate(self.graph.node):
             self._import_node(node, index)
         outputs, names, packed = [], [], {}
-        for out in self.graph.output:
-            t = self.ctx.tensor(out.name)
+        for out_name, t in self._output_tensors():
             if t.inst is None and t.value is None:
-                raise UnsupportedFeatureError(f"output '{out.name}' {t.deferred}", file=self.ctx.file)
+                raise UnsupportedFeatureError(f"output '{out_name}' {t.deferred}", file=self.ctx.file)
             inst = self.ctx.materialize(self.b, t)
             if inst.shape.dtype in PACKED_DTYPE_BITS and inst.shape.rank and inst.shape.is_static \
                     and inst.shape.numel() > 0:
@@ -387,11 +386,25 @@ class _GraphImporter:
                 packed[len(outputs)] = Shape(inst.shape.dtype, inst.shape.dims)  # whole bytes at every size
                 inst = packed_bytes_symbolic(self.b, inst)
             outputs.append(inst)
-            names.append(out.name)
+            names.append(out_name)
         module = self.b.finish(outputs, names)
         module.packed_outputs = packed
         module.symbols = dict(self.ctx.ranges)
         return module
+
+    def _output_tensors(self) -> list[tuple[str, Tensor]]:
+        """The graph outputs by name; a sequence output is one output per element, ``NAME.0``, ``NAME.1``, ..."""
+        found: list[tuple[str, Tensor]] = []
+        for out in self.graph.output:
+            t = self.ctx.tensor(out.name)
+            if t.seq is None:
+                found.append((out.name, t))
+                continue
+            for i, e in enumerate(t.seq):
+                if e.seq is not None:
+                    raise UnsupportedFeatureError(f"output '{out.name}' is a sequence of sequences", file=self.ctx.file)
+                found.append((f"{out.name}.{i}", e))
+        return found
 
     # ---- setup
     def _check_supported(self) -> None:
@@ -478,6 +491,10 @@ class _GraphImporter:
                 continue
             info = self.ctx.inferred.get(inp.name)
             dtype = ir_dtype(info[0]) if info else None
+            if info is None and _holds_sequence(inp.type):
+                raise UnsupportedFeatureError(f"input '{inp.name}' is a sequence: a compiled model takes tensors "
+                                              "(mlcc.backend feeds a sequence as one input per element)",
+                                              file=self.ctx.file)
             if info is None or dtype is None:
                 what = onnx_type_name(info[0]) if info else "a non-tensor type"
                 raise UnsupportedFeatureError(f"input '{inp.name}' has {what}", file=self.ctx.file)
@@ -509,6 +526,11 @@ class _GraphImporter:
         assert rule is not None  # _check_supported ran
         label = node_label(proto, index, scope)
         inputs = [self.ctx.tensor(x) for x in proto.input if x]
+        if not rule.sequences:
+            seq = next((t for t in inputs if t.seq is not None), None)
+            if seq is not None:
+                raise InvalidModelError(f"input '{seq.name}' is a sequence, and this op takes tensors (its type "
+                                        "constraints)", file=self.ctx.file, node=label, op_type=proto.op_type)
         try:
             if any(t.is_symbolic for t in inputs) and all(t.is_known or t.is_symbolic for t in inputs):
                 node = OnnxNode(proto, label, opset, self.ctx, lambda t: self.ctx.materialize(self.b, t))
@@ -587,6 +609,12 @@ class _GraphImporter:
                     raise UnsupportedFeatureError(f"output {j} ('{out}') is not supported",
                                                   file=self.ctx.file, node=label, op_type=proto.op_type)
                 continue
+            if isinstance(r, Tensor):  # another value as it stands (a sequence, or one of its elements)
+                t = dataclasses.replace(r, name=out, origin=r.origin or (label,))
+                if t.seq is None:
+                    self._check_inferred(t, label, proto.op_type)
+                self.ctx.tensors[out] = t
+                continue
             if isinstance(r, Instruction):
                 if not r.shape.is_tuple:
                     check_tensor_size(out, r.shape.dims, r.shape.dtype, self.ctx.file, label, proto.op_type)
@@ -621,6 +649,13 @@ class _GraphImporter:
             if tuple(dims) != tuple(t.dims):
                 raise InvalidModelError(f"output '{t.name}' has dims {list(t.dims)} but ONNX infers {list(dims)}",
                                         file=self.ctx.file, node=label, op_type=op_type)
+
+
+def _holds_sequence(type_proto: onnx.TypeProto) -> bool:
+    """Whether a value of this type is a sequence, or an optional of one."""
+    if type_proto.HasField("optional_type"):
+        type_proto = type_proto.optional_type.elem_type
+    return type_proto.HasField("sequence_type")
 
 
 def _evaluate(scratch: Builder, outputs: list[Instruction]) -> list[np.ndarray] | None:

@@ -42,7 +42,7 @@ class Deferred:
     reason: str
 
 
-Result = Union[Instruction, np.ndarray, Deferred, None]
+Result = Union[Instruction, np.ndarray, Deferred, "Tensor", None]
 RuleFn = Callable[[Builder, "OnnxNode"], Sequence[Result]]
 
 DEFAULT_DOMAIN = ""
@@ -59,13 +59,14 @@ class Rule:
     since: int
     fn: RuleFn
     fold: bool  # may run on known inputs at import time (False for rules with side conditions)
+    sequences: bool = False  # takes sequence inputs (ops/sequence.py); others are refused one naming the input
 
 
 _RULES: dict[tuple[str, str], list[Rule]] = {}
 
 
 def onnx_op(op_type: str, since: int = 1, domain: str = DEFAULT_DOMAIN,
-            fold: bool = True) -> Callable[[RuleFn], RuleFn]:
+            fold: bool = True, sequences: bool = False) -> Callable[[RuleFn], RuleFn]:
     """Register ``fn`` as the import rule of ``op_type`` from opset ``since`` on (decorators stack)."""
 
     def register(fn: RuleFn) -> RuleFn:
@@ -73,7 +74,7 @@ def onnx_op(op_type: str, since: int = 1, domain: str = DEFAULT_DOMAIN,
         rules = _RULES.setdefault(key, [])
         if any(r.since == since for r in rules):
             raise ValueError(f"two import rules for {op_type} since opset {since}")
-        rules.append(Rule(op_type, key[0], since, fn, fold))
+        rules.append(Rule(op_type, key[0], since, fn, fold, sequences))
         rules.sort(key=lambda r: r.since)
         return fn
 
@@ -115,6 +116,7 @@ class Tensor:
     origin: tuple[str, ...] = ()
     deferred: str | None = None
     sym: np.ndarray | None = None  # a symbolic known value: an object array of ints and Syms (then deferred says why)
+    seq: tuple[Tensor, ...] | None = None  # the elements of a sequence (ops/sequence.py)
 
     @property
     def shape(self) -> Shape:
@@ -127,6 +129,18 @@ class Tensor:
     @property
     def is_symbolic(self) -> bool:
         return self.sym is not None
+
+    @property
+    def is_sequence(self) -> bool:
+        return self.seq is not None
+
+
+SEQUENCE = "is a sequence (of tensors), not a tensor"
+
+
+def sequence(name: str, dtype: str, elements: Sequence[Tensor], origin: tuple[str, ...] = ()) -> Tensor:
+    """A sequence value of known length: ``elements`` of element type ``dtype``."""
+    return Tensor(name, dtype, (), origin=origin, deferred=SEQUENCE, seq=tuple(elements))
 
 
 # The symbol of a data-dependent dim (mlcc/frontend/onnx/ops/dynamic.py): the op's name and its number among the

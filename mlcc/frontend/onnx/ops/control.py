@@ -12,6 +12,8 @@ MAX_UNROLLED_ITERATIONS = 256
 
 
 def _result(t: Tensor) -> Result:
+    if t.seq is not None:  # a sequence (ops/sequence.py) passes as it is
+        return t
     if t.value is not None:
         return t.value
     if t.inst is not None:
@@ -36,7 +38,7 @@ def import_if(b: Builder, node: OnnxNode) -> list[Result]:
     return [_result(t) for t in node.ctx.import_subgraph(branch, node.name)]
 
 
-@onnx_op("Loop", since=1, fold=False)
+@onnx_op("Loop", since=1, fold=False, sequences=True)
 def import_loop(b: Builder, node: OnnxNode) -> list[Result]:
     body = node.attr("body")
     trips = int(node.const(0, "trip count").reshape(-1)[0]) if node.has_input(0) else None

@@ -89,8 +89,10 @@ def shape_dims(node: OnnxNode, i: int, what: str) -> tuple[Dim, ...]:
     return dims
 
 
-@onnx_op("Identity", since=1)
+@onnx_op("Identity", since=1, sequences=True)
 def import_identity(b: Builder, node: OnnxNode) -> list[Result]:
+    if node.tensor(0).seq is not None:
+        return [node.tensor(0)]
     value = node.value(0)
     return [value if value is not None else node.input(0)]
 
