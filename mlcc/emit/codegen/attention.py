@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlcc.emit.codegen.contraction import Operands, _norm_epilogue
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
@@ -35,6 +36,7 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
+from mlcc.hlo.passes.attention_layer import layer_parts
 from mlcc.hlo.passes.qkv_attention import plain_projection
 from mlcc.hlo.views import affine_view
 
@@ -70,11 +72,12 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
 
 
 def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
-                      ranges: Ranges = NO_RANGES, whole: bool = False) -> dict:
+                      ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
     largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates.
     "whole_sequence": the kernel computes its QKV projection, so all queries go in one block (no program
-    computes another's k and v tiles again)."""
+    computes another's k and v tiles again). "e": an attention layer kernel's hidden size (its output projection
+    and norm in the kernel; batch_heads then counts batch elements, a program's heads looped inside)."""
     problem = {"sq": upper(sq, ranges), "sk": upper(sk, ranges), "d": d, "dv": dv,
                "batch_heads": upper(batch_heads, ranges),
                "dtype": dtype}
@@ -82,12 +85,14 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
         problem["sizes"] = (sq, batch_heads)
     if whole:
         problem["whole_sequence"] = True
+    if e is not None:
+        problem["e"] = e
     return problem
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole)
+            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -108,6 +113,8 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
     block_d, block_dv = _head_tiles(problem)
     constexprs = {"BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_D": block_d,
                   "BLOCK_DV": block_dv}
+    if "e" in problem:  # an attention layer kernel: the output projection's columns in one tile
+        constexprs["BLOCK_E"] = clamp_pow2(problem["e"], 16, 1 << 20)
     if problem["dtype"] == "bf16":   # see mlcc.emit.codegen.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
     sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
@@ -151,9 +158,11 @@ def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
 
 
 def attention_shared_bytes(problem: dict, block_m: int, block_n: int, stages: int) -> int:
-    """The q tile, and a k and a v tile per pipeline stage."""
+    """The q tile, and a k and a v tile per pipeline stage (and a layer kernel's [BLOCK_DV, BLOCK_E] W_o tile)."""
     block_d, block_dv = _head_tiles(problem)
     tiles = block_m * block_d + max(stages, 1) * block_n * (block_d + block_dv)
+    if "e" in problem:
+        tiles += block_dv * clamp_pow2(problem["e"], 16, 1 << 20)
     return tiles * DTYPE_BYTES[problem["dtype"]]
 
 
@@ -163,7 +172,8 @@ def _attention_resources(problem: dict, config: LaunchConfig, warp_size: int) ->
     bm, bn, bd, bdv = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_D"], c["BLOCK_DV"]
     acc_words = 2 if problem["dtype"] == "f64" else 1
     words = DTYPE_BYTES[problem["dtype"]] / 4
-    registers = ((bm * bdv + bm * bn) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
+    layer = bm * c["BLOCK_E"] if "BLOCK_E" in c else 0  # a layer kernel's f32 output projection accumulator
+    registers = ((bm * bdv + bm * bn + layer) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
     return Resources(attention_shared_bytes(problem, bm, bn, config.num_stages), math.ceil(registers))
 
 
@@ -198,7 +208,7 @@ def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
 
 
 register_tiling(Tiling(heuristic=attention_heuristic, tunable=("BLOCK_M", "BLOCK_N"),
-                       fixed=("BLOCK_D", "BLOCK_DV", "DOT_F32"), config=attention_config,
+                       fixed=("BLOCK_D", "BLOCK_DV", "BLOCK_E", "DOT_F32"), config=attention_config,
                        resources=_attention_resources, candidates=attention_candidates, check=_attention_check),
                 "attention.py.jinja")
 
@@ -212,7 +222,13 @@ def lower_attention(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kern
 @lowering("fusion:attention")
 def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """Attention with its mask computed in the kernel (and any elementwise epilogue on its result); with a
-    dot in the fusion, q, k and v are that QKV projection's tiles, computed in the kernel (_projection)."""
+    dot in the fusion, q, k and v are that QKV projection's tiles, computed in the kernel (_projection); with
+    the output projection and a row norm after the attention too, a layer kernel (_layer)."""
+    parts = layer_parts(inst.called)
+    if parts is not None:
+        heavy = parts[0]
+        qkv, proj = _projection(heavy, inst)
+        return attention_kernel(heavy, kernel_name, qkv, inst, ranges, proj, _layer(inst, parts, ranges))
     found = heavy_ops(inst, ("attention", "dot"))
     if not any(h.opcode == "dot" for h in found):
         heavy = heavy_op(inst, ("attention",))
@@ -252,6 +268,30 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     return qkv, proj
 
 
+def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instruction], ranges: Ranges) -> dict:
+    """An attention layer kernel's output projection and norm (mlcc/hlo/passes/attention_layer.py): W_o's
+    pointer and strides ([H * Dv, E]: rows h * Dv .. (h + 1) * Dv multiply head h's output), the hidden size E,
+    and the norm epilogue over the [BLOCK_M, BLOCK_E] rows of one batch element (lane_m: the flattened row
+    index batch * S + query, lane_n: the hidden column), the accumulator standing for the dot."""
+    attention, dot, norm = parts
+    w = dot.operands[1]
+    if w.opcode != "parameter" or w.shape.rank != 2:
+        raise UnsupportedError(f"%{fusion.name}: the output projection's weight must be a matrix read as stored")
+    ws = kernel_strides(w.shape)
+    c = dot.attrs["rhs_contracting_dims"][0]
+    out = fusion.shape
+    e = kernel_dims(out)[-1]
+    inputs = tuple(op.shape for op in fusion.operands)
+    io = Operands(dot, FusedOperand(-1, dot.operands[0].shape), FusedOperand(int(w.attrs["index"]), w.shape), out,
+                  inputs, fusion, ranges, norm=norm)
+    lanes = [Lanes("lane_m", tuple(range(out.rank - 1))), Lanes("lane_n", (out.rank - 1,))]
+    spec, post, flops = _norm_epilogue(io, lanes, [out.rank - 1], "BLOCK_M, BLOCK_E")
+    k = kernel_dims(dot.operands[0].shape)[-1]
+    flops += 2 * upper(numel(kernel_dims(out)[:-1]), ranges) * k * e
+    return {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "block_e": clamp_pow2(e, 16, 1 << 20),
+            "norm": spec, "epilogue": post, "flops": flops}
+
+
 def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
     """q, k or v read from memory (a parameter, or a strided view of one), or None: computed per tile."""
     view = affine_view(operand)
@@ -264,10 +304,13 @@ def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
 
 
 def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand | None],
-                     fusion: Instruction | None, ranges: Ranges, proj: dict | None = None) -> Kernel:
+                     fusion: Instruction | None, ranges: Ranges, proj: dict | None = None,
+                     layer: dict | None = None) -> Kernel:
     """The kernel of attention inst reading q, k, v from qkv (None: computed from the fusion's inputs as
     the kernel loads each tile; with proj, each tile computed as rows of X times columns of W, qkv giving
-    their views' strides in X @ W); the mask and the epilogue from fusion if any."""
+    their views' strides in X @ W); the mask and the epilogue from fusion if any. With layer (_layer), one program
+    per batch element loops over the heads and multiplies each head's output into the output projection, whose
+    rows it normalizes and stores: the attention output is never stored."""
     qkv = [op if op is not None else FusedOperand(-1, inst.operands[i].shape) for i, op in enumerate(qkv)]
     computed = [op.index < 0 for op in qkv]
     q, k, v = (op.shape for op in qkv)
@@ -276,8 +319,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     # the results as the fusion lays them out in memory (its root may be laid out otherwise)
     result_shapes = [r.shape for r in results] if fusion is None else \
         list(fusion.shape.elements) if fusion.shape.is_tuple else [fusion.shape]
-    out = result_shapes[0]
-    stores = _cache_stores(inst, results, result_shapes, computed, fusion)
+    out = result_shapes[0] if layer is None else inst.shape  # (a layer kernel stores the normalized rows)
+    stores = _cache_stores(inst, results, result_shapes, computed, fusion) if layer is None else [None] * 3
     qd, kd = kernel_dims(q), kernel_dims(k)
     vd = kernel_dims(v)
     rank = q.rank
@@ -319,11 +362,17 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3)
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3,
+                                     layer is None)
         flops += ops
         if proj is not None:  # the q tile once, every key's k and v tiles once (the whole sequence in one block)
             flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d + upper(sk, ranges) * (d + dv))
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
+    if layer is not None:  # one program per batch element, every head in it
+        flops += layer["flops"]
+        if heads == 0:
+            raise UnsupportedError(f"%{fusion.name}: an attention layer kernel needs heads")
+        batch_heads = numel(qd[:-3])
     names += [f"sym_{s}" for s in symbols]
     pointers += ["i32"] * len(symbols)
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
@@ -339,16 +388,18 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),
-                    v_type=tl_type(v.dtype), proj=proj, **fused)
+                    v_type=tl_type(v.dtype), proj=proj, layer=layer, **fused)
+    e = layer["e"] if layer is not None else None
+    body_ir = sections_ir(**fused, **({"layer_norm": layer["norm"]["x"], "layer_epilogue": layer["epilogue"]}
+                                      if layer is not None else {}))
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges,
-                              whole=proj is not None),
+                              whole=proj is not None, e=e),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges,
-                                      whole=proj is not None),
+                                      whole=proj is not None, e=e),
                   flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges,
-                                                                   whole=proj is not None)},
-                  scalars=symbols,
-                  body_ir=sections_ir(**fused))
+                                                                   whole=proj is not None, e=e)},
+                  scalars=symbols, body_ir=body_ir)
 
 
 def _cache_stores(inst: Instruction, results: list[Instruction], shapes: list[Shape], computed: list[bool],
@@ -379,7 +430,7 @@ _OPERAND_TILES = (("q_section", "q_", "BLOCK_M, BLOCK_D", "q_lane_m", "q_lane_d"
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: bool, ranges: Ranges,
-                    computed: list[bool]) -> tuple[dict[str, Section | None], int]:
+                    computed: list[bool], with_epilogue: bool = True) -> tuple[dict[str, Section | None], int]:
     """The mask over a [BLOCK_M, BLOCK_N] score tile, the fused root over a [BLOCK_M, BLOCK_DV] output
     tile, and each computed q, k or v over its tile; a program's (batch..., head) is pid_b, row-major over
     q's leading dims (pid_kv over k's and v's: their head is the query head's group)."""
@@ -408,7 +459,7 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
         em.section(mask, broadcast_coords(em.coords, mask.shape))
         (sections["mask_section"],) = em.sections()
         flops += em.ops * upper(numel(scores), ranges)
-    if result_roots(fusion)[0] is not inst:
+    if with_epilogue and result_roots(fusion)[0] is not inst:
         sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
                                                                              Lanes("lane_dv", (rank - 1,))],
                                              "BLOCK_M, BLOCK_DV", wide, ranges)
