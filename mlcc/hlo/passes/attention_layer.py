@@ -168,10 +168,10 @@ class AttentionLayerFusion(Pass):
             while len(x.users) == 1 and next(iter(x.users)).opcode == "bitcast":
                 x = next(iter(x.users))
                 views.append(x)
-            readers = list(x.users)
-            if len(readers) != 1 or readers[0].opcode != "fusion" or \
-                    not any(i.opcode == "dot" for i in readers[0].called.instructions):
-                continue  # no projection reads the attention output: nothing to explain
+            readers = [u for u in x.users if u.opcode == "fusion" and u.called is not None and
+                       any(i.opcode == "dot" for i in u.called.instructions)]
+            if len(readers) != 1:
+                continue  # no one projection reads the attention output: nothing to explain
             consumer = readers[0]
             why = why_not(inst, views, consumer, outputs)
             if why is None:
