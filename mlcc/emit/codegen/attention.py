@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mlcc.emit.codegen.contraction import Operands, _norm_epilogue
+from mlcc.emit.codegen.contraction import Operands, _acc_dtype, _norm_epilogue
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
@@ -36,9 +36,12 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
-from mlcc.hlo.passes.attention_layer import layer_parts
+from mlcc.hlo.passes.attention_layer import ffn_parts, layer_parts
 from mlcc.hlo.passes.qkv_attention import plain_projection
 from mlcc.hlo.views import affine_view
+
+
+FFN_BLOCK_H = 64  # an attention layer kernel's FFN hidden columns per chunk
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
 
 
 def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
-                      ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None) -> dict:
+                      ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
+                      ffn_h: int | None = None) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
     largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates.
     "whole_sequence": the kernel computes its QKV projection, so all queries go in one block (no program
@@ -87,12 +91,15 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
         problem["whole_sequence"] = True
     if e is not None:
         problem["e"] = e
+    if ffn_h is not None:  # and its FFN's hidden width (h = act(rows @ W1) in BLOCK_H-column chunks)
+        problem["ffn_h"] = ffn_h
     return problem
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e)
+            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
+            ffn_h: int | None = None) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e, ffn_h)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -115,6 +122,8 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
                   "BLOCK_DV": block_dv}
     if "e" in problem:  # an attention layer kernel: the output projection's columns in one tile
         constexprs["BLOCK_E"] = clamp_pow2(problem["e"], 16, 1 << 20)
+    if "ffn_h" in problem:  # its FFN's hidden columns a chunk
+        constexprs["BLOCK_H"] = clamp_pow2(problem["ffn_h"], 16, FFN_BLOCK_H)
     if problem["dtype"] == "bf16":   # see mlcc.emit.codegen.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
     sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
@@ -163,6 +172,8 @@ def attention_shared_bytes(problem: dict, block_m: int, block_n: int, stages: in
     tiles = block_m * block_d + max(stages, 1) * block_n * (block_d + block_dv)
     if "e" in problem:
         tiles += block_dv * clamp_pow2(problem["e"], 16, 1 << 20)
+    if "ffn_h" in problem:  # the FFN's [BLOCK_E, BLOCK_H] and [BLOCK_H, BLOCK_E] weight tiles
+        tiles += 2 * clamp_pow2(problem["e"], 16, 1 << 20) * clamp_pow2(problem["ffn_h"], 16, FFN_BLOCK_H)
     return tiles * DTYPE_BYTES[problem["dtype"]]
 
 
@@ -173,6 +184,7 @@ def _attention_resources(problem: dict, config: LaunchConfig, warp_size: int) ->
     acc_words = 2 if problem["dtype"] == "f64" else 1
     words = DTYPE_BYTES[problem["dtype"]] / 4
     layer = bm * c["BLOCK_E"] if "BLOCK_E" in c else 0  # a layer kernel's f32 output projection accumulator
+    layer += bm * (c["BLOCK_E"] + c["BLOCK_H"]) if "BLOCK_H" in c else 0  # and its FFN's rows and chunk
     registers = ((bm * bdv + bm * bn + layer) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
     return Resources(attention_shared_bytes(problem, bm, bn, config.num_stages), math.ceil(registers))
 
@@ -208,7 +220,7 @@ def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
 
 
 register_tiling(Tiling(heuristic=attention_heuristic, tunable=("BLOCK_M", "BLOCK_N"),
-                       fixed=("BLOCK_D", "BLOCK_DV", "BLOCK_E", "DOT_F32"), config=attention_config,
+                       fixed=("BLOCK_D", "BLOCK_DV", "BLOCK_E", "BLOCK_H", "DOT_F32"), config=attention_config,
                        resources=_attention_resources, candidates=attention_candidates, check=_attention_check),
                 "attention.py.jinja")
 
@@ -285,11 +297,74 @@ def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instructi
     io = Operands(dot, FusedOperand(-1, dot.operands[0].shape), FusedOperand(int(w.attrs["index"]), w.shape), out,
                   inputs, fusion, ranges, norm=norm)
     lanes = [Lanes("lane_m", tuple(range(out.rank - 1))), Lanes("lane_n", (out.rank - 1,))]
-    spec, post, flops = _norm_epilogue(io, lanes, [out.rank - 1], "BLOCK_M, BLOCK_E")
     k = kernel_dims(dot.operands[0].shape)[-1]
-    flops += 2 * upper(numel(kernel_dims(out)[:-1]), ranges) * k * e
-    return {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "block_e": clamp_pow2(e, 16, 1 << 20),
-            "norm": spec, "epilogue": post, "flops": flops}
+    rows = upper(numel(kernel_dims(out)[:-1]), ranges)
+    ffn = ffn_parts(fusion.called, norm)
+    layer = {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "ffn": None}
+    if ffn is None:
+        spec, post, flops = _norm_epilogue(io, lanes, [out.rank - 1], "BLOCK_M, BLOCK_E")
+        return {**layer, "norm": spec, "epilogue": post, "flops": flops + 2 * rows * k * e}
+    # the FFN joined too: the first norm's rows (y1) are the first dot's lhs and the second norm's residual
+    dot1, dot2, norm2 = ffn
+    wide = io.wide()
+    acc = _acc_dtype(dot.operands[0].shape.dtype)
+    spec, flops = _row_norm(fusion, dot, norm, None, lanes, "e_", wide, ranges)
+    lanes_h = [Lanes("lane_hm", tuple(range(out.rank - 1))), Lanes("lane_hn", (out.rank - 1,))]
+    em = TileEmitter(fusion, "h_", "BLOCK_M, BLOCK_H", kernel_dims(dot1.shape), lanes_h, wide, ranges)
+    em.bind(dot1, "acc1", acc)
+    hidden_value = _below_bitcasts(dot2.operands[0])
+    if tuple(hidden_value.shape.dims) != tuple(dot1.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: the FFN's first epilogue is not at its first dot's dims")
+    em.section(hidden_value, mask="mask_hh")
+    (hidden,) = em.sections()
+    spec2, flops2 = _row_norm(fusion, dot2, norm2, norm, lanes, "f_", wide, ranges)
+    h = kernel_dims(dot1.shape)[-1]
+    w1, w2 = dot1.operands[1], dot2.operands[1]
+    s1, s2 = kernel_strides(w1.shape), kernel_strides(w2.shape)
+    c1, c2 = dot1.attrs["rhs_contracting_dims"][0], dot2.attrs["rhs_contracting_dims"][0]
+    layer["ffn"] = {"w1": f"in{w1.attrs['index']}", "w1_k": s1[c1], "w1_n": s1[1 - c1],
+                    "w2": f"in{w2.attrs['index']}", "w2_k": s2[c2], "w2_n": s2[1 - c2], "h": h,
+                    "hidden": hidden, "y1_type": tl_type(norm.shape.dtype), "h_type": tl_type(hidden_value.shape.dtype),
+                    "norm": spec2["norm"]}
+    flops += flops2 + 2 * rows * k * e + 4 * rows * e * h + em.ops * rows * h
+    return {**layer, "norm": spec["norm"], "epilogue": spec2["post"], "flops": flops}
+
+
+def _below_bitcasts(x: Instruction) -> Instruction:
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return x
+
+
+def _row_norm(fusion: Instruction, dot: Instruction, norm: Instruction, before: Instruction | None,
+              lanes: list, prefix: str, wide: bool, ranges: Ranges) -> tuple[dict, int]:
+    """A norm of dot's output rows in an attention layer kernel with its FFN: the norm's input over the
+    [BLOCK_M, BLOCK_E] tile (the accumulator standing for dot; y1 for the earlier norm before, if any), its
+    scale and bias over the columns, and (for the last norm, after before) the fused root from the normalized
+    value y."""
+    columns = [norm.shape.rank - 1]
+    if list(norm.attrs["dimensions"]) != columns or tuple(norm.operands[0].shape.dims) != tuple(dot.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: %{norm.name} must normalize the last dim of %{dot.name}")
+    compute = "f64" if norm.shape.dtype == "f64" else "f32"
+    em = TileEmitter(fusion, prefix, "BLOCK_M, BLOCK_E", kernel_dims(dot.shape), lanes, wide, ranges)
+    em.bind(dot, "acc", _acc_dtype(dot.operands[0].shape.dtype))
+    if before is not None:
+        em.bind(before, "y1", before.shape.dtype)
+    em.section(norm.operands[0])
+    for param in norm.operands[1:]:
+        em.section(param, tuple(em.coords[d] for d in columns), mask="mask_c")
+    last = before is not None
+    if last:
+        em.bind(norm, "y", compute)
+        em.section(fusion.called.root)
+    pre, *params = em.sections()
+    post = params.pop() if last else None
+    spec = {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": pre,
+            "scale": params[0], "bias": params[1] if len(params) > 1 else None,
+            "epsilon": float(norm.attrs["epsilon"]), "compute_type": tl_type(compute),
+            "sqrt": "tl.sqrt" if compute == "f64" else "tl.sqrt_rn"}
+    rows = upper(numel(kernel_dims(dot.shape)[:-1]), ranges)
+    return {"norm": spec, "post": post}, (em.ops + 8) * rows * kernel_dims(dot.shape)[-1]
 
 
 def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
@@ -390,15 +465,18 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),
                     v_type=tl_type(v.dtype), proj=proj, layer=layer, **fused)
     e = layer["e"] if layer is not None else None
+    ffn_h = layer["ffn"]["h"] if layer is not None and layer["ffn"] is not None else None
     body_ir = sections_ir(**fused, **({"layer_norm": layer["norm"]["x"], "layer_epilogue": layer["epilogue"]}
-                                      if layer is not None else {}))
+                                      if layer is not None else {}),
+                          **({"ffn_hidden": layer["ffn"]["hidden"], "ffn_norm": layer["ffn"]["norm"]["x"]}
+                             if ffn_h is not None else {}))
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges,
-                              whole=proj is not None, e=e),
+                              whole=proj is not None, e=e, ffn_h=ffn_h),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges,
-                                      whole=proj is not None, e=e),
+                                      whole=proj is not None, e=e, ffn_h=ffn_h),
                   flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges,
-                                                                   whole=proj is not None, e=e)},
+                                                                   whole=proj is not None, e=e, ffn_h=ffn_h)},
                   scalars=symbols, body_ir=body_ir)
 
 

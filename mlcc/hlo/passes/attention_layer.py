@@ -44,16 +44,33 @@ def _below_bitcasts(x: Instruction) -> Instruction:
 
 def layer_parts(body: Computation) -> tuple[Instruction, Instruction, Instruction] | None:
     """(attention, output projection dot, row norm) of a merged attention-layer body: the dot whose lhs is the
-    attention's result through views, and the row norm of that dot's output; None for any other body."""
+    attention's result through views, and the row norm of that dot's output (the first, with the FFN joined);
+    None for any other body."""
     attentions = [i for i in body.instructions if i.opcode == "attention"]
     if len(attentions) != 1:
         return None
     (attention,) = attentions
     dots = [i for i in body.instructions if i.opcode == "dot" and _below_bitcasts(i.operands[0]) is attention]
     norms = [i for i in body.instructions if i.opcode in ROW_NORMS]
-    if len(dots) != 1 or len(norms) != 1:
+    if len(dots) != 1 or not 1 <= len(norms) <= 2:
         return None
-    return attention, dots[0], norms[0]
+    first = [n for n in norms if _depends(n, dots[0]) and not any(m is not n and _depends(n, m) for m in norms)]
+    if len(first) != 1:
+        return None
+    return attention, dots[0], first[0]
+
+
+def ffn_parts(body: Computation, norm: Instruction) -> tuple[Instruction, Instruction, Instruction] | None:
+    """(the FFN's first dot, its second, the second row norm) of a merged attention-layer body whose FFN joined
+    it (the first dot reads the first norm's rows), or None."""
+    dots1 = [i for i in body.instructions if i.opcode == "dot" and _below_bitcasts(i.operands[0]) is norm]
+    norms = [i for i in body.instructions if i.opcode in ROW_NORMS and i is not norm]
+    if len(dots1) != 1 or len(norms) != 1:
+        return None
+    dots2 = [i for i in body.instructions if i.opcode == "dot" and i is not dots1[0] and _depends(i, dots1[0])]
+    if len(dots2) != 1 or not _depends(norms[0], dots2[0]):
+        return None
+    return dots1[0], dots2[0], norms[0]
 
 
 def _depends(x: Instruction, target: Instruction) -> bool:
@@ -139,6 +156,43 @@ def why_not(attn: Instruction, views: list[Instruction], consumer: Instruction, 
     return None
 
 
+def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str | None:
+    """Why the b2b fusion (an FFN: dot, elementwise epilogue, dot, residual and row norm) reading an attention
+    layer's normalized rows cannot be computed in the attention kernel too, if so."""
+    parts = layer_parts(layer.called)
+    if parts is None or ffn_parts(layer.called, parts[2]) is not None or layer.called.root is not parts[2]:
+        return "the attention kernel's result is not its first norm's rows"
+    if id(layer) in outputs or list(layer.users) != [b2b] or b2b.operands.count(layer) != 1:
+        return f"%{layer.name} has other readers (its rows must stay on chip for the FFN alone)"
+    body = b2b.called
+    dots = [i for i in body.instructions if i.opcode == "dot"]
+    norms = [i for i in body.instructions if i.opcode in ROW_NORMS]
+    if len(dots) != 2 or len(norms) != 1:
+        return "the FFN is not two dots and a norm of the second's rows (a gated MLP or a norm prologue)"
+    param = next(p for p in body.parameters() if b2b.operands[p.attrs["index"]] is layer)
+    dot1 = next((d for d in dots if _below_bitcasts(d.operands[0]) is param), None)
+    if dot1 is None:
+        return "the FFN's first dot does not multiply the attention kernel's rows"
+    dot2 = next(d for d in dots if d is not dot1)
+    norm = norms[0]
+    if not _depends(dot2, dot1) or not _depends(norm, dot2) or body.root is not norm:
+        return "the FFN is not dot, epilogue, dot, norm"
+    for d in (dot1, dot2):
+        a = d.attrs
+        w = d.operands[1]
+        if a["lhs_batch_dims"] or a["rhs_batch_dims"] or w.opcode != "parameter" or w.shape.rank != 2 or \
+                list(a["lhs_contracting_dims"]) != [d.operands[0].shape.rank - 1]:
+            return "an FFN dot with batch dims, a weight computed in its loads, or contracting another dim"
+        if {d.shape.dtype, w.shape.dtype, d.operands[0].shape.dtype} != {layer.shape.dtype}:
+            return "not one float type for the rows, the FFN's weights and products"
+    if tuple(dot2.shape.dims) != tuple(layer.shape.dims) or tuple(norm.shape.dims) != tuple(layer.shape.dims) or \
+            list(norm.attrs["dimensions"]) != [norm.shape.rank - 1] or not b2b.shape.is_row_major():
+        return "the FFN's output rows are not the attention layer's rows"
+    if any(u is not dot1 and tuple(u.shape.dims) != tuple(param.shape.dims) for u in param.users):
+        return "the FFN reads the rows other than in its first dot and elementwise"
+    return None
+
+
 def _prod(dims) -> int:
     out = 1
     for d in dims:
@@ -184,6 +238,20 @@ class AttentionLayerFusion(Pass):
                 why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
             notes.append(f"%{inst.name} -> %{consumer.name}: the output projection and norm are not computed in the "
                          f"attention kernel: {why}")
+        for inst in list(comp.instructions):  # then each layer's FFN, where it reads the normalized rows alone
+            if inst.parent is not comp or inst.opcode != "fusion" or inst.attrs.get("kind") != "attention" or \
+                    layer_parts(inst.called) is None:
+                continue
+            readers = [u for u in inst.users if u.opcode == "fusion" and u.attrs.get("kind") == "b2b"]
+            if len(readers) != 1:
+                continue
+            why = why_not_ffn(inst, readers[0], outputs)
+            if why is None:
+                if _merge(module, comp, inst, [], readers[0]) is not None:
+                    changed = True
+                    continue
+                why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
+            notes.append(f"%{inst.name} -> %{readers[0].name}: the FFN is not computed in the attention kernel: {why}")
         module.analyses.fusion_explanations = list(module.analyses.fusion_explanations) + notes
         return changed
 
