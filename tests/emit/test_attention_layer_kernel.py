@@ -1,7 +1,8 @@
 """Attention layer kernels (mlcc/emit/codegen/attention.py with an output projection and a row norm, from
 mlcc/hlo/passes/attention_layer.py): one program per batch element loops over the heads, computes each head's
 q, k and v from the layer's input, its attention output, and that times its rows of W_o into the output
-projection, then the bias, the residual and the norm. Run under Triton's interpreter with the interpreter's
+projection, then the bias, the residual and the norm (and, with the FFN joined, the FFN on those rows in
+BLOCK_H-column chunks, its residual and second norm). Run under Triton's interpreter with the interpreter's
 tiles, the GPU's, and smaller key blocks, and compared with the reference evaluator's value of the fusion (the
 attention output stored, then the projection and norm of the unfused graph)."""
 
@@ -20,6 +21,7 @@ from mlcc.hlo.dtypes import numpy_dtype
 from mlcc.hlo.evaluator import evaluate_instruction
 from mlcc.hlo.ir import Instruction
 from mlcc.hlo.passes.attention_layer import AttentionLayerFusion
+from mlcc.hlo.passes.b2b_fusion import B2bFusion
 from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.qkv_attention import QkvAttentionFusion
 from tests.emit.harness import run_kernel
@@ -33,6 +35,7 @@ TOLERANCE = {"f32": 3e-5, "f16": 2e-2, "bf16": 1e-1}
 def merged(**kwargs) -> Instruction:
     module = load(encoder_layer(**kwargs))
     Fusion().run(module)
+    B2bFusion().run(module)
     assert QkvAttentionFusion().run(module)
     assert AttentionLayerFusion().run(module)
     (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
@@ -88,3 +91,19 @@ def test_tuning_keeps_the_whole_sequence_and_hidden_row_in_one_program():
         found = tuning_candidates(kernel, TARGETS[name])
         assert found and all(c.constexprs["BLOCK_M"] >= 40 and c.constexprs["BLOCK_E"] == 16 and c.grid[:2] == (1, 2)
                              for c in found), name
+
+
+@pytest.mark.parametrize("ffn", [32, 96])
+def test_the_ffn_on_the_normalized_rows_in_one_or_several_hidden_chunks(ffn):
+    inst = merged(ffn=ffn)
+    kernel = lower(inst, "attention_layer_under_test")
+    assert kernel.interpreter.constexprs["BLOCK_H"] == (32 if ffn == 32 else 64)  # 96: 2 chunks, the last partial
+    assert kernel.interpreter.grid[:2] == (1, 2)
+    check(inst)
+    check(inst, kernel.gpu)
+
+
+def test_the_ffn_over_several_key_blocks_and_in_half_types():
+    inst = merged(seq=40, ffn=96)
+    check(inst, key_blocks(inst, 16), seed=2)
+    check(merged(seq=24, ffn=96, t="f16"), seed=3)

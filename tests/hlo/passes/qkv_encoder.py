@@ -34,10 +34,13 @@ def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: b
 
 
 def encoder_layer(seq: int = 8, bias: bool = True, out_bias: bool = True, norm: str = "layer-norm",
-                  extra_user: bool = False, t: str = "f32", wo_layout: str = "1,0", residual: str = "x") -> str:
+                  extra_user: bool = False, t: str = "f32", wo_layout: str = "1,0", residual: str = "x",
+                  ffn: int = 0, ffn_user: bool = False) -> str:
     """encoder() then the attention block's output: the attention output [2, heads, seq, d] read as [2, seq, 16]
     rows (views), times w_o [16, 16] (+ b_o), plus the residual (the layer's input x), normalized per row
-    (layer-norm with a scale and a bias, or rms-norm with a scale; "none": no norm)."""
+    (layer-norm with a scale and a bias, or rms-norm with a scale; "none": no norm). With ffn, the FFN after it:
+    the normalized rows y @ w1 [16, ffn], GELU, @ w2 [ffn, 16], plus y, layer-norm (with ffn_user, y is a
+    model output too)."""
     heads, d, hidden = 2, 8, 16
     text = encoder(seq=seq, bias=bias, t=t)
     head, body = text.split("ENTRY %main {\n  ")
@@ -65,7 +68,22 @@ def encoder_layer(seq: int = 8, bias: bool = True, out_bias: bool = True, norm: 
                   f"%ln = {t}[2,{seq},{hidden}]{{2,1,0}} rms-norm(%res, %g), dimensions={{2}}, epsilon=1e-05"]
     else:
         lines.append(f"%ln = {t}[2,{seq},{hidden}]{{2,1,0}} negate(%res)")
-    if extra_user:  # the attention output is a model output too
+    if ffn:
+        n += 2 if norm == "layer-norm" else 1
+        lines += [f"%w1 = {t}[{hidden},{ffn}]{{1,0}} parameter({n}), name=w1",
+                  f"%w2 = {t}[{ffn},{hidden}]{{1,0}} parameter({n + 1}), name=w2",
+                  f"%g2 = {t}[{hidden}]{{0}} parameter({n + 2}), name=g2",
+                  f"%be2 = {t}[{hidden}]{{0}} parameter({n + 3}), name=be2",
+                  f"%h = {t}[2,{seq},{ffn}]{{2,1,0}} dot(%ln, %w1), {DOT}",
+                  f"%act = {t}[2,{seq},{ffn}]{{2,1,0}} gelu(%h), approximate=none",
+                  f"%f = {t}[2,{seq},{hidden}]{{2,1,0}} dot(%act, %w2), {DOT}",
+                  f"%fr = {t}[2,{seq},{hidden}]{{2,1,0}} add(%f, %ln)",
+                  f"%ln2 = {t}[2,{seq},{hidden}]{{2,1,0}} layer-norm(%fr, %g2, %be2), dimensions={{2}}, epsilon=1e-05"]
+        if ffn_user:
+            lines.append(f"ROOT %r = ({t}[2,{seq},{hidden}]{{2,1,0}}, {t}[2,{seq},{hidden}]{{2,1,0}}) tuple(%ln2, %ln)")
+        else:
+            lines.append(f"ROOT %r = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%ln2)")
+    elif extra_user:  # the attention output is a model output too
         lines.append(f"ROOT %r = ({t}[2,{seq},{hidden}]{{2,1,0}}, {t}[2,{seq},{hidden}]{{2,1,0}}) tuple(%ln, %ao)")
     else:
         lines.append(f"ROOT %r = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%ln)")

@@ -1,12 +1,13 @@
 """Attention-layer fusion (mlcc/hlo/passes/attention_layer.py): an encoder's output projection, bias, residual
 add and LayerNorm move into the attention fusion that computes its QKV projection, so the attention output is
-never stored. IR text in, fused IR out, the same values before and after (numpy evaluator); refusals are
+never stored; then the FFN (a b2b fusion) reading those normalized rows alone. IR text in, fused IR out, the same values before and after (numpy evaluator); refusals are
 explained."""
 
 from __future__ import annotations
 
 from mlcc.hlo.ir import Module
-from mlcc.hlo.passes.attention_layer import AttentionLayerFusion, layer_parts
+from mlcc.hlo.passes.attention_layer import AttentionLayerFusion, ffn_parts, layer_parts
+from mlcc.hlo.passes.b2b_fusion import B2bFusion
 from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.qkv_attention import MAX_QKV_SEQ, QkvAttentionFusion
 from mlcc.hlo.printer import format_module
@@ -119,3 +120,40 @@ def test_a_sequence_past_one_query_block_keeps_its_projections_stored():
     # the QKV projection stays a GEMM (qkv_attention.py refuses it): this pass then takes nothing either
     line = explained(encoder_layer(seq=MAX_QKV_SEQ + 16), ("output", "attention", "output"))
     assert "does not compute its QKV projection" in line
+
+
+def ffn_fused(text: str) -> tuple[Module, bool]:
+    module = load(text)
+    Fusion().run(module)
+    B2bFusion().run(module)
+    QkvAttentionFusion().run(module)
+    verify_module(module)
+    changed = AttentionLayerFusion().run(module)
+    verify_module(module)
+    assert_same_values(load(text), module)
+    return module, changed
+
+
+def test_the_ffn_reading_the_normalized_rows_joins_too():
+    before = load(encoder_layer(ffn=96))
+    Fusion().run(before)
+    B2bFusion().run(before)
+    QkvAttentionFusion().run(before)
+    assert kinds(before) == ["attention", "output", "b2b"]
+    module, changed = ffn_fused(encoder_layer(ffn=96))
+    assert changed and kinds(module) == ["attention"]
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [o.name for o in fusion.operands] == ["x", "w", "b", "wo", "bo", "g", "be", "w1", "w2", "g2", "be2"]
+    body = fusion.called
+    attention, dot, norm = layer_parts(body)
+    assert (dot.name, norm.name) == ("p", "ln")
+    dot1, dot2, norm2 = ffn_parts(body, norm)
+    assert (dot1.name, dot2.name, norm2.name, body.root.name) == ("h", "f", "ln2", "ln2")
+
+
+def test_an_ffn_whose_input_rows_are_a_model_output_too_stays_a_kernel():
+    module, changed = ffn_fused(encoder_layer(ffn=96, ffn_user=True))
+    assert changed and kinds(module) == ["attention", "b2b"]  # the output projection still joins
+    (line,) = [n for n in module.analyses.fusion_explanations if "FFN is not computed" in n]
+    assert line.startswith("%fusion.a -> %fusion.ln2: the FFN is not computed in the attention kernel: ")
+    assert "has other readers" in line
