@@ -247,7 +247,12 @@ class AttentionLayerFusion(Pass):
                 continue
             why = why_not_ffn(inst, readers[0], outputs)
             if why is None:
+                norm = inst.called.root
                 if _merge(module, comp, inst, [], readers[0]) is not None:
+                    # b2b's word on the first norm's fusion (named after its root) and the FFN: one kernel now
+                    stale = f"%fusion.{norm.name} -> %"
+                    module.analyses.fusion_explanations = [
+                        line for line in module.analyses.fusion_explanations if not line.startswith(stale)]
                     changed = True
                     continue
                 why = f"the kernel would read more than {MAX_PARAMETERS} buffers"

@@ -149,6 +149,9 @@ def test_the_ffn_reading_the_normalized_rows_joins_too():
     assert (dot.name, norm.name) == ("p", "ln")
     dot1, dot2, norm2 = ffn_parts(body, norm)
     assert (dot1.name, dot2.name, norm2.name, body.root.name) == ("h", "f", "ln2", "ln2")
+    # b2b said why the first norm's fusion and the FFN were two kernels: they are one now, and it is gone
+    assert [n for n in before.analyses.fusion_explanations if n.startswith("%fusion.ln -> %fusion.act")]
+    assert not [n for n in module.analyses.fusion_explanations if n.startswith("%fusion.ln -> %")]
 
 
 def test_an_ffn_whose_input_rows_are_a_model_output_too_stays_a_kernel():
