@@ -229,10 +229,13 @@ class AttentionLayerFusion(Pass):
             consumer = readers[0]
             why = why_not(inst, views, consumer, outputs)
             if why is None:
-                if _merge(module, comp, inst, views, consumer) is not None:
+                merged = _merge(module, comp, inst, views, consumer)
+                if merged is not None:
                     stale = tuple(f"%{v.name} -> %" for v in views)
+                    inside = {i.name for i in merged.called.instructions}
                     module.analyses.fusion_explanations = [
-                        line for line in module.analyses.fusion_explanations if not line.startswith(stale)]
+                        line for line in module.analyses.fusion_explanations
+                        if not line.startswith(stale) and not _edge_inside(line, inside)]
                     changed = True
                     continue
                 why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
@@ -248,17 +251,27 @@ class AttentionLayerFusion(Pass):
             why = why_not_ffn(inst, readers[0], outputs)
             if why is None:
                 norm = inst.called.root
-                if _merge(module, comp, inst, [], readers[0]) is not None:
-                    # b2b's word on the first norm's fusion (named after its root) and the FFN: one kernel now
+                merged = _merge(module, comp, inst, [], readers[0])
+                if merged is not None:
+                    # b2b's word on the first norm's fusion (named after its root) and the FFN, and Fusion's on
+                    # edges now inside the kernel: one kernel now
                     stale = f"%fusion.{norm.name} -> %"
+                    inside = {i.name for i in merged.called.instructions}
                     module.analyses.fusion_explanations = [
-                        line for line in module.analyses.fusion_explanations if not line.startswith(stale)]
+                        line for line in module.analyses.fusion_explanations
+                        if not line.startswith(stale) and not _edge_inside(line, inside)]
                     changed = True
                     continue
                 why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
             notes.append(f"%{inst.name} -> %{readers[0].name}: the FFN is not computed in the attention kernel: {why}")
         module.analyses.fusion_explanations = list(module.analyses.fusion_explanations) + notes
         return changed
+
+
+def _edge_inside(line: str, names: set[str]) -> bool:
+    """Whether an explanation "%a -> %b: ..." is about an edge between two of names (one kernel's values)."""
+    head = line.split(": ", 1)[0].split(" -> ")
+    return len(head) == 2 and all(h.startswith("%") and h[1:] in names for h in head)
 
 
 def _merge(module: Module, comp: Computation, attn: Instruction, views: list[Instruction],

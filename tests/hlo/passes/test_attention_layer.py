@@ -152,6 +152,9 @@ def test_the_ffn_reading_the_normalized_rows_joins_too():
     # b2b said why the first norm's fusion and the FFN were two kernels: they are one now, and it is gone
     assert [n for n in before.analyses.fusion_explanations if n.startswith("%fusion.ln -> %fusion.act")]
     assert not [n for n in module.analyses.fusion_explanations if n.startswith("%fusion.ln -> %")]
+    # and Fusion's on the first norm's edges to the FFN's dot and residual add, inside the kernel now
+    assert [n for n in before.analyses.fusion_explanations if n.startswith("%ln -> %h:")]
+    assert not [n for n in module.analyses.fusion_explanations if n.startswith(("%ln -> %h:", "%ln -> %fr:"))]
 
 
 def test_an_ffn_whose_input_rows_are_a_model_output_too_stays_a_kernel():
