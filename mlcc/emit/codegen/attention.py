@@ -15,6 +15,11 @@ materialized either; q, k and v are the fusion's parameters, read as they are.
 A fake-quantized attention (QDQ int8 exports: mlcc/hlo/passes/recognize/quant_attention.py) applies its
 ``score_quant`` steps to each score tile and, with ``prob_quant``, runs two passes over the keys: the row max
 and sum first, then the normalized probabilities, fake-quantized, times v.
+
+An attention layer kernel (mlcc/hlo/passes/attention_layer.py: _layer) is one program per batch element that
+loops over the heads and multiplies each head's output by its rows of the output projection's weight, then
+applies the bias, residual and row norm, and with the FFN joined runs it on those rows (BLOCK_E: the hidden
+size in one tile; BLOCK_H: the FFN's hidden columns a chunk).
 """
 
 from __future__ import annotations

@@ -22,6 +22,16 @@ QKV projection in the kernel already needs) and the hidden size E in one tile (E
 [S, E] f32 accumulator in registers); the attention fusion must compute its QKV projection, store nothing but
 its attention result (no KV cache, no epilogue), and the output fusion must hold one dot reading the attention
 output (and nothing else reading it) and normalize that dot's output rows. Refusals go to ``--explain-fusion``.
+
+Then the FFN: where such a layer fusion's normalized rows are read only by a b2b fusion (B2bFusion's FFN:
+y @ W1, an elementwise epilogue such as GELU, @ W2, the residual y and a row norm; not gated, weights read as
+stored, float), that fusion joins too (why_not_ffn, ffn_parts): the kernel runs the FFN on the rows it holds,
+BLOCK_H hidden columns at a time, so an encoder layer is one launch and the first norm's output is never
+stored either::
+
+    %fusion.attention.1 = f32[1,16,64] fusion(%x, %w_qkv, %mask..., %w_o), kind=attention   (rows y)
+    %fusion.layer-norm.2 = f32[1,16,64] fusion(%fusion.attention.1, %w1, %w2), kind=b2b
+ -> %fusion.attention.1 = f32[1,16,64] fusion(%x, %w_qkv, %mask..., %w_o, %w1, %w2), kind=attention
 """
 
 from __future__ import annotations
