@@ -42,7 +42,12 @@ from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.qkv_attention import FLOATS, MAX_QKV_SEQ
 
-MAX_LAYER_HIDDEN = 128  # the widest hidden size E one program's [S, E] accumulator holds (S <= 64, f32)
+# What one program holds without spilling registers on sm_80, sm_90 and gfx942 (measured with `mlcc inspect
+# --binaries` on f32 layers, 2026-11-28): the [S, E] output projection accumulator for E <= 64 (S <= 64); with
+# the FFN too (its rows, its accumulator and a hidden chunk live at once) S * E <= 2048 (powers of two): a
+# [64, 64] layer with its FFN spilled on sm_80, and a hidden size of 128 on sm_80 or sm_90.
+MAX_LAYER_HIDDEN = 64
+MAX_FFN_TILE = 2048
 ROW_NORMS = ops_with("row_norm")
 
 
@@ -195,12 +200,20 @@ def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str 
             return "an FFN dot with batch dims, a weight computed in its loads, or contracting another dim"
         if {d.shape.dtype, w.shape.dtype, d.operands[0].shape.dtype} != {layer.shape.dtype}:
             return "not one float type for the rows, the FFN's weights and products"
+    rows, e = layer.shape.dims[-2], layer.shape.dims[-1]
+    if _pow2(rows) * _pow2(e) > MAX_FFN_TILE:
+        return (f"[{rows}, {e}] rows with the FFN's accumulators exceed one program's registers (at most "
+                f"{MAX_FFN_TILE} elements, MAX_FFN_TILE)")
     if tuple(dot2.shape.dims) != tuple(layer.shape.dims) or tuple(norm.shape.dims) != tuple(layer.shape.dims) or \
             list(norm.attrs["dimensions"]) != [norm.shape.rank - 1] or not b2b.shape.is_row_major():
         return "the FFN's output rows are not the attention layer's rows"
     if any(u is not dot1 and tuple(u.shape.dims) != tuple(param.shape.dims) for u in param.users):
         return "the FFN reads the rows other than in its first dot and elementwise"
     return None
+
+
+def _pow2(n) -> int:
+    return max(16, 1 << (int(n) - 1).bit_length())
 
 
 def _prod(dims) -> int:

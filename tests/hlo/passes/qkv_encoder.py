@@ -7,8 +7,8 @@ DOT = "lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contr
 
 
 def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: bool = False, t: str = "f32",
-            w_layout: str = "1,0") -> str:
-    heads, d, hidden = 2, 8, 16
+            w_layout: str = "1,0", d: int = 8) -> str:
+    heads, hidden = 2, 2 * d
     n = 3 * heads * d
     lines = [f"%x = {t}[2,{seq},{hidden}]{{2,1,0}} parameter(0), name=x",
              f"%w = {t}[{hidden},{n}]{{{w_layout}}} parameter(1), name=w"]
@@ -35,14 +35,14 @@ def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: b
 
 def encoder_layer(seq: int = 8, bias: bool = True, out_bias: bool = True, norm: str = "layer-norm",
                   extra_user: bool = False, t: str = "f32", wo_layout: str = "1,0", residual: str = "x",
-                  ffn: int = 0, ffn_user: bool = False) -> str:
-    """encoder() then the attention block's output: the attention output [2, heads, seq, d] read as [2, seq, 16]
-    rows (views), times w_o [16, 16] (+ b_o), plus the residual (the layer's input x), normalized per row
+                  ffn: int = 0, ffn_user: bool = False, d: int = 8) -> str:
+    """encoder() then the attention block's output: the attention output [2, heads, seq, d] read as [2, seq, 2 * d]
+    rows (views), times w_o [2 * d, 2 * d] (+ b_o), plus the residual (the layer's input x), normalized per row
     (layer-norm with a scale and a bias, or rms-norm with a scale; "none": no norm). With ffn, the FFN after it:
     the normalized rows y @ w1 [16, ffn], GELU, @ w2 [ffn, 16], plus y, layer-norm (with ffn_user, y is a
     model output too)."""
-    heads, d, hidden = 2, 8, 16
-    text = encoder(seq=seq, bias=bias, t=t)
+    heads, hidden = 2, 2 * d
+    text = encoder(seq=seq, bias=bias, t=t, d=d)
     head, body = text.split("ENTRY %main {\n  ")
     lines = [line.strip() for line in body.rstrip("}\n").splitlines() if not line.strip().startswith("ROOT")]
     n = 3 if bias else 2

@@ -6,7 +6,8 @@ explained."""
 from __future__ import annotations
 
 from mlcc.hlo.ir import Module
-from mlcc.hlo.passes.attention_layer import AttentionLayerFusion, ffn_parts, layer_parts
+from mlcc.hlo.passes.attention_layer import (MAX_FFN_TILE, MAX_LAYER_HIDDEN, AttentionLayerFusion, ffn_parts,
+                                              layer_parts)
 from mlcc.hlo.passes.b2b_fusion import B2bFusion
 from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.qkv_attention import MAX_QKV_SEQ, QkvAttentionFusion
@@ -163,3 +164,16 @@ def test_an_ffn_whose_input_rows_are_a_model_output_too_stays_a_kernel():
     (line,) = [n for n in module.analyses.fusion_explanations if "FFN is not computed" in n]
     assert line.startswith("%fusion.a -> %fusion.ln2: the FFN is not computed in the attention kernel: ")
     assert "has other readers" in line
+
+
+def test_rows_wider_than_one_programs_registers_keep_their_kernels():
+    # a hidden size of 128 (2 heads of 64): the output projection stays a matmul
+    line = explained(encoder_layer(d=64))
+    assert f"a hidden size of 128 is wider than one program's tile (at most {MAX_LAYER_HIDDEN}" in line
+    # [64, 64] rows: the output projection joins, the FFN does not (its accumulators would spill)
+    module, changed = ffn_fused(encoder_layer(seq=64, d=32, ffn=128))
+    assert changed and kinds(module) == ["attention", "b2b"]
+    (line,) = [n for n in module.analyses.fusion_explanations if "FFN is not computed" in n]
+    assert f"[64, 64] rows with the FFN's accumulators exceed one program's registers (at most {MAX_FFN_TILE}" in line
+    module, changed = ffn_fused(encoder_layer(seq=32, d=32, ffn=128))  # [32, 64]: it joins
+    assert changed and kinds(module) == ["attention"]
