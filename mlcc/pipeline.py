@@ -19,6 +19,7 @@ from mlcc.emit.codegen.lower_module import fusion_kinds
 from mlcc.emit.matmul_tiles import dense_split_k_slices, split_k_slices
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import Property
+from mlcc.hlo.passes.attention_layer import AttentionLayerFusion
 from mlcc.hlo.passes.b2b_fusion import B2bFusion
 from mlcc.hlo.passes.batchnorm_folding import BatchNormFolding
 from mlcc.hlo.passes.dce import DeadCodeElimination
@@ -88,7 +89,8 @@ def phases(precision: str = "fp32", io_layout: str = "row-major", quantize: str 
               guarantees=frozenset({LAYOUTS}), essential=frozenset({"layout-assignment"})),
         # Fusion is an optimization: with it disabled every op is its own kernel, and the decisions are still final.
         Phase("fusion", [Fusion(fusion_kinds()), MultiOutputFusion(fusion_kinds()), B2bFusion(fusion_kinds()),
-                          QkvAttentionFusion(fusion_kinds()), NormStatistics(fusion_kinds()),
+                          QkvAttentionFusion(fusion_kinds()), AttentionLayerFusion(fusion_kinds()),
+                          NormStatistics(fusion_kinds()),
                           PackArenaValues(), DeadCodeElimination()], requires=frozenset({LAYOUTS}),
               guarantees=frozenset({FUSED})),
         Phase("schedule", [Schedule()], requires=frozenset({LAYOUTS, FUSED}), guarantees=frozenset({SCHEDULED}),

@@ -65,8 +65,9 @@ def test_the_0_40_bar_leaves_bert_two_cuts_inside_its_layers_and_no_stored_qkv(b
     # output is stored and read (one [seq, hidden] cut), and the pooler reads its row of the last output: that
     # much is spent before any cut inside a layer. Then two more [seq, hidden] cuts fit, a third does not, and
     # neither does storing the merged QKV projection ([seq, 3 * hidden]) for attention to read. Today each
-    # attention kernel computes its layer's projection (mlcc/hlo/passes/qkv_attention.py): no QKV is stored,
-    # and the activations are 7 cuts' worth (the 0.40 bar needs 4).
+    # attention kernel computes its layer's projection (mlcc/hlo/passes/qkv_attention.py): no QKV is stored;
+    # and its output projection, residual, LayerNorm and FFN (mlcc/hlo/passes/attention_layer.py): the
+    # activations are each layer's input (2 cuts) and the pooler's row, within the bar.
     b = bert
     t = b["totals"]
     floor = t["weights"] + t["inputs"] + t["outputs"]
@@ -77,3 +78,4 @@ def test_the_0_40_bar_leaves_bert_two_cuts_inside_its_layers_and_no_stored_qkv(b
     assert between_layers + 3 * cut > budget
     assert between_layers + 2 * SEQ * 3 * ROW > budget
     assert not [v for v, (written, _) in b["edges"].items() if written == SEQ * 3 * ROW]
+    assert t["activations read"] + t["activations written"] == between_layers + cut <= budget

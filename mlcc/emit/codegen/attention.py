@@ -15,6 +15,11 @@ materialized either; q, k and v are the fusion's parameters, read as they are.
 A fake-quantized attention (QDQ int8 exports: mlcc/hlo/passes/recognize/quant_attention.py) applies its
 ``score_quant`` steps to each score tile and, with ``prob_quant``, runs two passes over the keys: the row max
 and sum first, then the normalized probabilities, fake-quantized, times v.
+
+An attention layer kernel (mlcc/hlo/passes/attention_layer.py: _layer) is one program per batch element that
+loops over the heads and multiplies each head's output by its rows of the output projection's weight, then
+applies the bias, residual and row norm, and with the FFN joined runs it on those rows (BLOCK_E: the hidden
+size in one tile; BLOCK_H: the FFN's hidden columns a chunk).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from mlcc.emit.codegen.contraction import Operands, _acc_dtype, _norm_epilogue
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
@@ -35,8 +41,12 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
+from mlcc.hlo.passes.attention_layer import ffn_parts, layer_parts
 from mlcc.hlo.passes.qkv_attention import plain_projection
 from mlcc.hlo.views import affine_view
+
+
+FFN_BLOCK_H = 64  # an attention layer kernel's FFN hidden columns per chunk
 
 
 @dataclass(frozen=True)
@@ -70,11 +80,13 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
 
 
 def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
-                      ranges: Ranges = NO_RANGES, whole: bool = False) -> dict:
+                      ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
+                      ffn_h: int | None = None) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
     largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates.
     "whole_sequence": the kernel computes its QKV projection, so all queries go in one block (no program
-    computes another's k and v tiles again)."""
+    computes another's k and v tiles again). "e": an attention layer kernel's hidden size (its output projection
+    and norm in the kernel; batch_heads then counts batch elements, a program's heads looped inside)."""
     problem = {"sq": upper(sq, ranges), "sk": upper(sk, ranges), "d": d, "dv": dv,
                "batch_heads": upper(batch_heads, ranges),
                "dtype": dtype}
@@ -82,12 +94,17 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
         problem["sizes"] = (sq, batch_heads)
     if whole:
         problem["whole_sequence"] = True
+    if e is not None:
+        problem["e"] = e
+    if ffn_h is not None:  # and its FFN's hidden width (h = act(rows @ W1) in BLOCK_H-column chunks)
+        problem["ffn_h"] = ffn_h
     return problem
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
-            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole)
+            spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
+            ffn_h: int | None = None) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e, ffn_h)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -108,6 +125,10 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
     block_d, block_dv = _head_tiles(problem)
     constexprs = {"BLOCK_M": tiles["BLOCK_M"], "BLOCK_N": tiles["BLOCK_N"], "BLOCK_D": block_d,
                   "BLOCK_DV": block_dv}
+    if "e" in problem:  # an attention layer kernel: the output projection's columns in one tile
+        constexprs["BLOCK_E"] = clamp_pow2(problem["e"], 16, 1 << 20)
+    if "ffn_h" in problem:  # its FFN's hidden columns a chunk
+        constexprs["BLOCK_H"] = clamp_pow2(problem["ffn_h"], 16, FFN_BLOCK_H)
     if problem["dtype"] == "bf16":   # see mlcc.emit.codegen.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
     sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
@@ -140,6 +161,8 @@ def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
         warps, stages = 4, spec.attention_stages or 2
     if problem.get("whole_sequence"):  # a kernel computing its QKV projection: every query in one block
         block_m = max(block_m, clamp_pow2(sq, 16, 1 << 20))
+    if "e" in problem:  # an attention layer (with its FFN): more live tiles, over 8 warps (4 spilled on sm_80
+        warps = 8       # with [64, 64] rows, and on sm_90 with bert_tiny's FFN)
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and stages > 1:
         stages -= 1
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_n > 16:
@@ -151,9 +174,13 @@ def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
 
 
 def attention_shared_bytes(problem: dict, block_m: int, block_n: int, stages: int) -> int:
-    """The q tile, and a k and a v tile per pipeline stage."""
+    """The q tile, and a k and a v tile per pipeline stage (and a layer kernel's [BLOCK_DV, BLOCK_E] W_o tile)."""
     block_d, block_dv = _head_tiles(problem)
     tiles = block_m * block_d + max(stages, 1) * block_n * (block_d + block_dv)
+    if "e" in problem:
+        tiles += block_dv * clamp_pow2(problem["e"], 16, 1 << 20)
+    if "ffn_h" in problem:  # the FFN's [BLOCK_E, BLOCK_H] and [BLOCK_H, BLOCK_E] weight tiles
+        tiles += 2 * clamp_pow2(problem["e"], 16, 1 << 20) * clamp_pow2(problem["ffn_h"], 16, FFN_BLOCK_H)
     return tiles * DTYPE_BYTES[problem["dtype"]]
 
 
@@ -163,7 +190,9 @@ def _attention_resources(problem: dict, config: LaunchConfig, warp_size: int) ->
     bm, bn, bd, bdv = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_D"], c["BLOCK_DV"]
     acc_words = 2 if problem["dtype"] == "f64" else 1
     words = DTYPE_BYTES[problem["dtype"]] / 4
-    registers = ((bm * bdv + bm * bn) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
+    layer = bm * c["BLOCK_E"] if "BLOCK_E" in c else 0  # a layer kernel's f32 output projection accumulator
+    layer += bm * (c["BLOCK_E"] + c["BLOCK_H"]) if "BLOCK_H" in c else 0  # and its FFN's rows and chunk
+    registers = ((bm * bdv + bm * bn + layer) * acc_words + bm * bd * words) / (config.num_warps * warp_size)
     return Resources(attention_shared_bytes(problem, bm, bn, config.num_stages), math.ceil(registers))
 
 
@@ -198,7 +227,7 @@ def _attention_check(problem: dict, tiles: dict[str, int]) -> str | None:
 
 
 register_tiling(Tiling(heuristic=attention_heuristic, tunable=("BLOCK_M", "BLOCK_N"),
-                       fixed=("BLOCK_D", "BLOCK_DV", "DOT_F32"), config=attention_config,
+                       fixed=("BLOCK_D", "BLOCK_DV", "BLOCK_E", "BLOCK_H", "DOT_F32"), config=attention_config,
                        resources=_attention_resources, candidates=attention_candidates, check=_attention_check),
                 "attention.py.jinja")
 
@@ -212,7 +241,13 @@ def lower_attention(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kern
 @lowering("fusion:attention")
 def lower_attention_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
     """Attention with its mask computed in the kernel (and any elementwise epilogue on its result); with a
-    dot in the fusion, q, k and v are that QKV projection's tiles, computed in the kernel (_projection)."""
+    dot in the fusion, q, k and v are that QKV projection's tiles, computed in the kernel (_projection); with
+    the output projection and a row norm after the attention too, a layer kernel (_layer)."""
+    parts = layer_parts(inst.called)
+    if parts is not None:
+        heavy = parts[0]
+        qkv, proj = _projection(heavy, inst)
+        return attention_kernel(heavy, kernel_name, qkv, inst, ranges, proj, _layer(inst, parts, ranges))
     found = heavy_ops(inst, ("attention", "dot"))
     if not any(h.opcode == "dot" for h in found):
         heavy = heavy_op(inst, ("attention",))
@@ -252,6 +287,93 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     return qkv, proj
 
 
+def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instruction], ranges: Ranges) -> dict:
+    """An attention layer kernel's output projection and norm (mlcc/hlo/passes/attention_layer.py): W_o's
+    pointer and strides ([H * Dv, E]: rows h * Dv .. (h + 1) * Dv multiply head h's output), the hidden size E,
+    and the norm epilogue over the [BLOCK_M, BLOCK_E] rows of one batch element (lane_m: the flattened row
+    index batch * S + query, lane_n: the hidden column), the accumulator standing for the dot."""
+    attention, dot, norm = parts
+    w = dot.operands[1]
+    if w.opcode != "parameter" or w.shape.rank != 2:
+        raise UnsupportedError(f"%{fusion.name}: the output projection's weight must be a matrix read as stored")
+    ws = kernel_strides(w.shape)
+    c = dot.attrs["rhs_contracting_dims"][0]
+    out = fusion.shape
+    e = kernel_dims(out)[-1]
+    inputs = tuple(op.shape for op in fusion.operands)
+    io = Operands(dot, FusedOperand(-1, dot.operands[0].shape), FusedOperand(int(w.attrs["index"]), w.shape), out,
+                  inputs, fusion, ranges, norm=norm)
+    lanes = [Lanes("lane_m", tuple(range(out.rank - 1))), Lanes("lane_n", (out.rank - 1,))]
+    k = kernel_dims(dot.operands[0].shape)[-1]
+    rows = upper(numel(kernel_dims(out)[:-1]), ranges)
+    ffn = ffn_parts(fusion.called, norm)
+    layer = {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "ffn": None}
+    if ffn is None:
+        spec, post, flops = _norm_epilogue(io, lanes, [out.rank - 1], "BLOCK_M, BLOCK_E")
+        return {**layer, "norm": spec, "epilogue": post, "flops": flops + 2 * rows * k * e}
+    # the FFN joined too: the first norm's rows (y1) are the first dot's lhs and the second norm's residual
+    dot1, dot2, norm2 = ffn
+    wide = io.wide()
+    acc = _acc_dtype(dot.operands[0].shape.dtype)
+    spec, flops = _row_norm(fusion, dot, norm, None, lanes, "e_", wide, ranges)
+    lanes_h = [Lanes("lane_hm", tuple(range(out.rank - 1))), Lanes("lane_hn", (out.rank - 1,))]
+    em = TileEmitter(fusion, "h_", "BLOCK_M, BLOCK_H", kernel_dims(dot1.shape), lanes_h, wide, ranges)
+    em.bind(dot1, "acc1", acc)
+    hidden_value = _below_bitcasts(dot2.operands[0])
+    if tuple(hidden_value.shape.dims) != tuple(dot1.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: the FFN's first epilogue is not at its first dot's dims")
+    em.section(hidden_value, mask="mask_hh")
+    (hidden,) = em.sections()
+    spec2, flops2 = _row_norm(fusion, dot2, norm2, norm, lanes, "f_", wide, ranges)
+    h = kernel_dims(dot1.shape)[-1]
+    w1, w2 = dot1.operands[1], dot2.operands[1]
+    s1, s2 = kernel_strides(w1.shape), kernel_strides(w2.shape)
+    c1, c2 = dot1.attrs["rhs_contracting_dims"][0], dot2.attrs["rhs_contracting_dims"][0]
+    layer["ffn"] = {"w1": f"in{w1.attrs['index']}", "w1_k": s1[c1], "w1_n": s1[1 - c1],
+                    "w2": f"in{w2.attrs['index']}", "w2_k": s2[c2], "w2_n": s2[1 - c2], "h": h,
+                    "hidden": hidden, "y1_type": tl_type(norm.shape.dtype), "h_type": tl_type(hidden_value.shape.dtype),
+                    "norm": spec2["norm"]}
+    flops += flops2 + 2 * rows * k * e + 4 * rows * e * h + em.ops * rows * h
+    return {**layer, "norm": spec["norm"], "epilogue": spec2["post"], "flops": flops}
+
+
+def _below_bitcasts(x: Instruction) -> Instruction:
+    while x.opcode == "bitcast":
+        x = x.operands[0]
+    return x
+
+
+def _row_norm(fusion: Instruction, dot: Instruction, norm: Instruction, before: Instruction | None,
+              lanes: list, prefix: str, wide: bool, ranges: Ranges) -> tuple[dict, int]:
+    """A norm of dot's output rows in an attention layer kernel with its FFN: the norm's input over the
+    [BLOCK_M, BLOCK_E] tile (the accumulator standing for dot; y1 for the earlier norm before, if any), its
+    scale and bias over the columns, and (for the last norm, after before) the fused root from the normalized
+    value y."""
+    columns = [norm.shape.rank - 1]
+    if list(norm.attrs["dimensions"]) != columns or tuple(norm.operands[0].shape.dims) != tuple(dot.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: %{norm.name} must normalize the last dim of %{dot.name}")
+    compute = "f64" if norm.shape.dtype == "f64" else "f32"
+    em = TileEmitter(fusion, prefix, "BLOCK_M, BLOCK_E", kernel_dims(dot.shape), lanes, wide, ranges)
+    em.bind(dot, "acc", _acc_dtype(dot.operands[0].shape.dtype))
+    if before is not None:
+        em.bind(before, "y1", before.shape.dtype)
+    em.section(norm.operands[0])
+    for param in norm.operands[1:]:
+        em.section(param, tuple(em.coords[d] for d in columns), mask="mask_c")
+    last = before is not None
+    if last:
+        em.bind(norm, "y", compute)
+        em.section(fusion.called.root)
+    pre, *params = em.sections()
+    post = params.pop() if last else None
+    spec = {"op": "layer_norm" if norm.opcode == "layer-norm" else "rms_norm", "x": pre,
+            "scale": params[0], "bias": params[1] if len(params) > 1 else None,
+            "epsilon": float(norm.attrs["epsilon"]), "compute_type": tl_type(compute),
+            "sqrt": "tl.sqrt" if compute == "f64" else "tl.sqrt_rn"}
+    rows = upper(numel(kernel_dims(dot.shape)[:-1]), ranges)
+    return {"norm": spec, "post": post}, (em.ops + 8) * rows * kernel_dims(dot.shape)[-1]
+
+
 def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
     """q, k or v read from memory (a parameter, or a strided view of one), or None: computed per tile."""
     view = affine_view(operand)
@@ -264,10 +386,13 @@ def _loaded(operand: Instruction, fusion: Instruction) -> FusedOperand | None:
 
 
 def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand | None],
-                     fusion: Instruction | None, ranges: Ranges, proj: dict | None = None) -> Kernel:
+                     fusion: Instruction | None, ranges: Ranges, proj: dict | None = None,
+                     layer: dict | None = None) -> Kernel:
     """The kernel of attention inst reading q, k, v from qkv (None: computed from the fusion's inputs as
     the kernel loads each tile; with proj, each tile computed as rows of X times columns of W, qkv giving
-    their views' strides in X @ W); the mask and the epilogue from fusion if any."""
+    their views' strides in X @ W); the mask and the epilogue from fusion if any. With layer (_layer), one program
+    per batch element loops over the heads and multiplies each head's output into the output projection, whose
+    rows it normalizes and stores: the attention output is never stored."""
     qkv = [op if op is not None else FusedOperand(-1, inst.operands[i].shape) for i, op in enumerate(qkv)]
     computed = [op.index < 0 for op in qkv]
     q, k, v = (op.shape for op in qkv)
@@ -276,8 +401,8 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     # the results as the fusion lays them out in memory (its root may be laid out otherwise)
     result_shapes = [r.shape for r in results] if fusion is None else \
         list(fusion.shape.elements) if fusion.shape.is_tuple else [fusion.shape]
-    out = result_shapes[0]
-    stores = _cache_stores(inst, results, result_shapes, computed, fusion)
+    out = result_shapes[0] if layer is None else inst.shape  # (a layer kernel stores the normalized rows)
+    stores = _cache_stores(inst, results, result_shapes, computed, fusion) if layer is None else [None] * 3
     qd, kd = kernel_dims(q), kernel_dims(k)
     vd = kernel_dims(v)
     rank = q.rank
@@ -319,11 +444,17 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3)
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3,
+                                     layer is None)
         flops += ops
         if proj is not None:  # the q tile once, every key's k and v tiles once (the whole sequence in one block)
             flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d + upper(sk, ranges) * (d + dv))
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
+    if layer is not None:  # one program per batch element, every head in it
+        flops += layer["flops"]
+        if heads == 0:
+            raise UnsupportedError(f"%{fusion.name}: an attention layer kernel needs heads")
+        batch_heads = numel(qd[:-3])
     names += [f"sym_{s}" for s in symbols]
     pointers += ["i32"] * len(symbols)
     source = render("attention.py.jinja", kernel_name=kernel_name, params=names,
@@ -339,16 +470,21 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
                     ieee=q.dtype in ("f32", "f64"), bf16_dot=q.dtype == "bf16",
                     compute_type=tl_type(compute), value_type=tl_type(v.dtype), out_type=tl_type(out.dtype),
                     wide=wide, store_k=stores[1], store_v=stores[2], k_type=tl_type(k.dtype),
-                    v_type=tl_type(v.dtype), proj=proj, **fused)
+                    v_type=tl_type(v.dtype), proj=proj, layer=layer, **fused)
+    e = layer["e"] if layer is not None else None
+    ffn_h = layer["ffn"]["h"] if layer is not None and layer["ffn"] is not None else None
+    body_ir = sections_ir(**fused, **({"layer_norm": layer["norm"]["x"], "layer_epilogue": layer["epilogue"]}
+                                      if layer is not None else {}),
+                          **({"ffn_hidden": layer["ffn"]["hidden"], "ffn_norm": layer["ffn"]["norm"]["x"]}
+                             if ffn_h is not None else {}))
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges,
-                              whole=proj is not None),
+                              whole=proj is not None, e=e, ffn_h=ffn_h),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges,
-                                      whole=proj is not None),
+                                      whole=proj is not None, e=e, ffn_h=ffn_h),
                   flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges,
-                                                                   whole=proj is not None)},
-                  scalars=symbols,
-                  body_ir=sections_ir(**fused))
+                                                                   whole=proj is not None, e=e, ffn_h=ffn_h)},
+                  scalars=symbols, body_ir=body_ir)
 
 
 def _cache_stores(inst: Instruction, results: list[Instruction], shapes: list[Shape], computed: list[bool],
@@ -379,7 +515,7 @@ _OPERAND_TILES = (("q_section", "q_", "BLOCK_M, BLOCK_D", "q_lane_m", "q_lane_d"
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: bool, ranges: Ranges,
-                    computed: list[bool]) -> tuple[dict[str, Section | None], int]:
+                    computed: list[bool], with_epilogue: bool = True) -> tuple[dict[str, Section | None], int]:
     """The mask over a [BLOCK_M, BLOCK_N] score tile, the fused root over a [BLOCK_M, BLOCK_DV] output
     tile, and each computed q, k or v over its tile; a program's (batch..., head) is pid_b, row-major over
     q's leading dims (pid_kv over k's and v's: their head is the query head's group)."""
@@ -408,7 +544,7 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
         em.section(mask, broadcast_coords(em.coords, mask.shape))
         (sections["mask_section"],) = em.sections()
         flops += em.ops * upper(numel(scores), ranges)
-    if result_roots(fusion)[0] is not inst:
+    if with_epilogue and result_roots(fusion)[0] is not inst:
         sections["epilogue"], ops = epilogue(fusion, inst, "out", compute, [lead, Lanes("lane_q", (rank - 2,)),
                                                                              Lanes("lane_dv", (rank - 1,))],
                                              "BLOCK_M, BLOCK_DV", wide, ranges)

@@ -392,7 +392,8 @@ def _row_stats_result(io: Operands, rf: list[int]) -> dict | None:
             "ptr": "out1"}
 
 
-def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tuple[dict, Section, int]:
+def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int],
+                   tile: str = "BLOCK_M, BLOCK_N") -> tuple[dict, Section, int]:
     """A dot's epilogue that normalizes the output rows (its tile spans all columns): the norm's input x
     over the tile (the accumulator standing for the dot), its scale and bias over the columns, and the
     fused root from the normalized value y; the template computes the row statistics between them."""
@@ -403,7 +404,7 @@ def _norm_epilogue(io: Operands, lanes: list[Lanes], columns: list[int]) -> tupl
                                f"normalize the dot's output columns {columns}")
     compute = "f64" if x.shape.dtype == "f64" else "f32"
     root = check_root(fusion, dot)
-    em = TileEmitter(fusion, "e_", "BLOCK_M, BLOCK_N", kernel_dims(dot.shape), lanes, io.wide(), io.ranges)
+    em = TileEmitter(fusion, "e_", tile, kernel_dims(dot.shape), lanes, io.wide(), io.ranges)
     em.bind(dot, "acc", _acc_dtype(io.lhs.shape.dtype))
     em.bind_scalars(activation_stats(fusion))
     em.section(x)

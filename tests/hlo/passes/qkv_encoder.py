@@ -7,8 +7,8 @@ DOT = "lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contr
 
 
 def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: bool = False, t: str = "f32",
-            w_layout: str = "1,0") -> str:
-    heads, d, hidden = 2, 8, 16
+            w_layout: str = "1,0", d: int = 8) -> str:
+    heads, hidden = 2, 2 * d
     n = 3 * heads * d
     lines = [f"%x = {t}[2,{seq},{hidden}]{{2,1,0}} parameter(0), name=x",
              f"%w = {t}[{hidden},{n}]{{{w_layout}}} parameter(1), name=w"]
@@ -31,3 +31,60 @@ def encoder(seq: int = 8, bias: bool = True, causal: bool = False, extra_user: b
     else:
         lines.append(f"ROOT %r = {t}[2,{heads},{seq},{d}]{{3,1,2,0}} bitcast(%a)")
     return "HloModule m\n\nENTRY %main {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
+def encoder_layer(seq: int = 8, bias: bool = True, out_bias: bool = True, norm: str = "layer-norm",
+                  extra_user: bool = False, t: str = "f32", wo_layout: str = "1,0", residual: str = "x",
+                  ffn: int = 0, ffn_user: bool = False, d: int = 8) -> str:
+    """encoder() then the attention block's output: the attention output [2, heads, seq, d] read as [2, seq, 2 * d]
+    rows (views), times w_o [2 * d, 2 * d] (+ b_o), plus the residual (the layer's input x), normalized per row
+    (layer-norm with a scale and a bias, or rms-norm with a scale; "none": no norm). With ffn, the FFN after it:
+    the normalized rows y @ w1 [16, ffn], GELU, @ w2 [ffn, 16], plus y, layer-norm (with ffn_user, y is a
+    model output too)."""
+    heads, hidden = 2, 2 * d
+    text = encoder(seq=seq, bias=bias, t=t, d=d)
+    head, body = text.split("ENTRY %main {\n  ")
+    lines = [line.strip() for line in body.rstrip("}\n").splitlines() if not line.strip().startswith("ROOT")]
+    n = 3 if bias else 2
+    lines += [f"%at = {t}[2,{seq},{heads},{d}]{{3,2,1,0}} bitcast(%a)",
+              f"%ao = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%at)",
+              f"%wo = {t}[{hidden},{hidden}]{{{wo_layout}}} parameter({n}), name=wo",
+              f"%p = {t}[2,{seq},{hidden}]{{2,1,0}} dot(%ao, %wo), {DOT}"]
+    n += 1
+    value = "%p"
+    if out_bias:
+        lines += [f"%bo = {t}[{hidden}]{{0}} parameter({n}), name=bo",
+                  f"%bob = {t}[2,{seq},{hidden}]{{2,1,0}} broadcast(%bo), dimensions={{2}}",
+                  f"%pb = {t}[2,{seq},{hidden}]{{2,1,0}} add(%p, %bob)"]
+        n += 1
+        value = "%pb"
+    lines.append(f"%res = {t}[2,{seq},{hidden}]{{2,1,0}} add({value}, %{residual})")
+    if norm == "layer-norm":
+        lines += [f"%g = {t}[{hidden}]{{0}} parameter({n}), name=g",
+                  f"%be = {t}[{hidden}]{{0}} parameter({n + 1}), name=be",
+                  f"%ln = {t}[2,{seq},{hidden}]{{2,1,0}} layer-norm(%res, %g, %be), dimensions={{2}}, epsilon=1e-05"]
+    elif norm == "rms-norm":
+        lines += [f"%g = {t}[{hidden}]{{0}} parameter({n}), name=g",
+                  f"%ln = {t}[2,{seq},{hidden}]{{2,1,0}} rms-norm(%res, %g), dimensions={{2}}, epsilon=1e-05"]
+    else:
+        lines.append(f"%ln = {t}[2,{seq},{hidden}]{{2,1,0}} negate(%res)")
+    if ffn:
+        n += 2 if norm == "layer-norm" else 1
+        lines += [f"%w1 = {t}[{hidden},{ffn}]{{1,0}} parameter({n}), name=w1",
+                  f"%w2 = {t}[{ffn},{hidden}]{{1,0}} parameter({n + 1}), name=w2",
+                  f"%g2 = {t}[{hidden}]{{0}} parameter({n + 2}), name=g2",
+                  f"%be2 = {t}[{hidden}]{{0}} parameter({n + 3}), name=be2",
+                  f"%h = {t}[2,{seq},{ffn}]{{2,1,0}} dot(%ln, %w1), {DOT}",
+                  f"%act = {t}[2,{seq},{ffn}]{{2,1,0}} gelu(%h), approximate=none",
+                  f"%f = {t}[2,{seq},{hidden}]{{2,1,0}} dot(%act, %w2), {DOT}",
+                  f"%fr = {t}[2,{seq},{hidden}]{{2,1,0}} add(%f, %ln)",
+                  f"%ln2 = {t}[2,{seq},{hidden}]{{2,1,0}} layer-norm(%fr, %g2, %be2), dimensions={{2}}, epsilon=1e-05"]
+        if ffn_user:
+            lines.append(f"ROOT %r = ({t}[2,{seq},{hidden}]{{2,1,0}}, {t}[2,{seq},{hidden}]{{2,1,0}}) tuple(%ln2, %ln)")
+        else:
+            lines.append(f"ROOT %r = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%ln2)")
+    elif extra_user:  # the attention output is a model output too
+        lines.append(f"ROOT %r = ({t}[2,{seq},{hidden}]{{2,1,0}}, {t}[2,{seq},{hidden}]{{2,1,0}}) tuple(%ln, %ao)")
+    else:
+        lines.append(f"ROOT %r = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%ln)")
+    return head + "ENTRY %main {\n  " + "\n  ".join(lines) + "\n}\n"
