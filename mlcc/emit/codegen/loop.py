@@ -505,7 +505,8 @@ def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) 
     if reduction != "none" and reduction not in _SCATTER_OPS:
         raise UnsupportedError(f"%{inst.name}: scatter-nd reduction '{reduction}'")
     dtype = inst.shape.dtype
-    compute = "f32" if dtype in _HALF else dtype
+    # a half-precision add or multiply rounds each combination to the element type (XLA applies the body in order)
+    compute = "f32" if dtype in _HALF and reduction not in ("add", "mul") else dtype
     depth = int(indices.shape.dims[-1])
     rows = _dims(indices.shape)[:-1]
     acc = em.assign(em.convert(em.value(data, coords, mask), compute))
@@ -522,7 +523,7 @@ def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) 
     match = em.body.mask(None, clauses)
     upd = em.convert(em.value(updates, row_coords + coords[depth:], mask), compute)
     if reduction != "none":
-        upd = em.apply(_SCATTER_OPS[reduction], [acc, upd], compute)
+        upd = em.convert(em.apply(_SCATTER_OPS[reduction], [acc, upd], compute), compute)
     if match is None:
         em.assign(upd, out=acc.name)
     elif match is not NEVER:

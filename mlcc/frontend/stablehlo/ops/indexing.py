@@ -63,7 +63,7 @@ def import_gather(cx: Context, op: Op, args: list[Instruction]) -> Results:
     collapsed = [int(d) for d in dn.get("collapsed_slice_dims", [])]
     start_map = [int(d) for d in dn.get("start_index_map", [])]
     sizes = int_tuple(cx, op, "slice_sizes")
-    ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    ivd = int(dn.get("index_vector_dim", 0))  # the printed form leaves out a 0
     rank = indices.shape.rank
     batching = [int(d) for d in dn.get("operand_batching_dims", [])]
     indices_batching = [int(d) for d in dn.get("start_indices_batching_dims", [])]
@@ -154,7 +154,7 @@ def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
     window_dims = [int(d) for d in dn.get("update_window_dims", [])]
     inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
     to_operand = [int(d) for d in dn.get("scatter_dims_to_operand_dims", [])]
-    ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    ivd = int(dn.get("index_vector_dim", 0))  # the printed form leaves out a 0
     batching = [int(d) for d in dn.get("input_batching_dims", [])]
     indices_batching = [int(d) for d in dn.get("scatter_indices_batching_dims", [])]
     data, rows = operands[0], updates[0]
