@@ -31,7 +31,7 @@ from mlcc.emit.codegen.contraction import Operands, _acc_dtype, _norm_epilogue
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
-from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, Value, broadcast_coords, epilogue, heavy_op,
                                      heavy_ops, needs_int64, pointer_params, read_as_is, read_in_place, result_roots,
                                      sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
@@ -42,7 +42,7 @@ from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
 from mlcc.hlo.passes.attention_layer import ffn_parts, layer_parts
-from mlcc.hlo.passes.qkv_attention import plain_projection
+from mlcc.hlo.passes.qkv_attention import int8_views, plain_projection
 from mlcc.hlo.views import affine_view
 
 
@@ -265,6 +265,9 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     """q, k and v as strided views of the fusion's QKV projection X @ W (+ bias) (the projection's own strides,
     which the template turns into rows of X and columns of W: mlcc/hlo/passes/qkv_attention.py), and what
     the template computes their tiles from."""
+    int8 = _int8_projection(attention, fusion)
+    if int8 is not None:
+        return int8
     views = [affine_view(op) for op in attention.operands[:3]]
     value = views[0].source if views[0] is not None else None
     found = plain_projection(value) if value is not None else None
@@ -283,8 +286,37 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
             "w_n": ws[1 - c], "block_k": clamp_pow2(k, 16, 32), "offsets": [v.offset for v in views],
             "bias": f"in{bias.attrs['index']}" if bias is not None else None,
-            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0}
+            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0, "int8": None}
     return qkv, proj
+
+
+def _int8_projection(attention: Instruction, fusion: Instruction) -> tuple[list[FusedOperand], dict] | None:
+    """An int8 QKV projection (u8/s8 x s8 -> s32, mlcc/hlo/passes/qkv_attention.py: int8_views): q, k and v are
+    computed from its s32 tiles by the fusion's elementwise ops, which keep coordinates, so each is a strided
+    view of it; the template computes each tile on the integer tensor cores and the ops on it ("dot": the
+    projection, which the q, k and v sections read as that tile). None when the fusion has no such dot."""
+    if not attention.attrs.get("score_quant"):
+        return None
+    for dot in (i for i in fusion.called.instructions if i.opcode == "dot" and i.shape.dtype == "s32"):
+        views, _ = int8_views(attention, dot)
+        if any(v is None for v in views):
+            continue
+        x, w = dot.operands
+        if x.opcode != "parameter" or w.opcode != "parameter" or not x.shape.is_row_major() or \
+                not dot.shape.is_row_major() or list(dot.attrs["lhs_contracting_dims"]) != [x.shape.rank - 1] or \
+                w.shape.rank != 2:
+            raise UnsupportedError(f"%{fusion.name}: the projection %{dot.name} is not row-major X [..., K] @ W [K, N]")
+        n, k = dot.shape.dims[-1], x.shape.dims[-1]
+        ws = kernel_strides(w.shape)
+        c = dot.attrs["rhs_contracting_dims"][0]
+        qkv = [FusedOperand(int(x.attrs["index"]), op.shape, 0, view.strides)
+               for op, view in zip(attention.operands[:3], views)]
+        proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
+                "w_n": ws[1 - c], "block_k": 32, "offsets": [v.offset for v in views], "bias": None,
+                "bias_stride": 0, "int8": {"x_shift": x.shape.dtype == "u8", "w_shift": w.shape.dtype == "u8"},
+                "dot": dot}
+        return qkv, proj
+    return None
 
 
 def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instruction], ranges: Ranges) -> dict:
@@ -444,11 +476,16 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3,
-                                     layer is None)
+        int8 = proj is not None and proj["int8"] is not None  # q, k and v computed from the s32 tiles
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges,
+                                     [True] * 3 if int8 else computed if proj is None else [False] * 3,
+                                     layer is None, proj["dot"] if int8 else None)
         flops += ops
         if proj is not None:  # the q tile once, every key's k and v tiles once (the whole sequence in one block)
-            flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d + upper(sk, ranges) * (d + dv))
+            # (a fake-quantized attention's second pass over the keys computes its k tiles again)
+            k_passes = 2 if inst.attrs.get("prob_quant") else 1
+            flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d +
+                                                                   upper(sk, ranges) * (k_passes * d + dv))
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     if layer is not None:  # one program per batch element, every head in it
         flops += layer["flops"]
@@ -515,10 +552,12 @@ _OPERAND_TILES = (("q_section", "q_", "BLOCK_M, BLOCK_D", "q_lane_m", "q_lane_d"
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: bool, ranges: Ranges,
-                    computed: list[bool], with_epilogue: bool = True) -> tuple[dict[str, Section | None], int]:
+                    computed: list[bool], with_epilogue: bool = True,
+                    projection: Instruction | None = None) -> tuple[dict[str, Section | None], int]:
     """The mask over a [BLOCK_M, BLOCK_N] score tile, the fused root over a [BLOCK_M, BLOCK_DV] output
     tile, and each computed q, k or v over its tile; a program's (batch..., head) is pid_b, row-major over
-    q's leading dims (pid_kv over k's and v's: their head is the query head's group)."""
+    q's leading dims (pid_kv over k's and v's: their head is the query head's group). With projection (an int8
+    QKV dot), q, k and v read it as the template's s32 tile of it (q_acc, k_t_acc, v_acc)."""
     q = inst.operands[0].shape
     rank = q.rank
     lead = Lanes("pid_b", tuple(range(rank - 2)), per_lane=False)
@@ -532,7 +571,11 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
         space = kernel_dims(operand.shape)
         lanes = [Lanes("pid_b" if i == 0 else "pid_kv", tuple(range(rank - 2)), per_lane=False),
                  Lanes(seq_lane, (rank - 2,)), Lanes(feature_lane, (rank - 1,))]
-        em = TileEmitter(fusion, prefix, shape, space, lanes, wide, ranges)
+        if projection is not None:
+            em = _ProjectedTile(fusion, prefix, shape, space, lanes, wide, ranges)
+            em.bind_projection(projection, ("q", "k_t", "v")[i] + "_acc")
+        else:
+            em = TileEmitter(fusion, prefix, shape, space, lanes, wide, ranges)
         em.section(operand, mask=mask)
         (sections[name],) = em.sections()
         flops += em.ops * upper(numel(space), ranges)
@@ -550,3 +593,18 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
                                              "BLOCK_M, BLOCK_DV", wide, ranges)
         flops += ops * upper(inst.shape.numel_expr(), ranges)
     return sections, flops
+
+
+class _ProjectedTile(TileEmitter):
+    """A q, k or v tile computed from an int8 projection that the template computed as a tile: the projection's
+    value wherever the section reads it (through slices and bitcasts, at coordinates that int8_views maps to the
+    tile's own element) is that tile."""
+
+    def bind_projection(self, dot: Instruction, var: str) -> None:
+        self.body.declare(var, "s32")
+        self._projection = (dot, Value(var, "s32", True))
+
+    def value(self, inst: Instruction, coords, mask):
+        if inst is self._projection[0]:
+            return self._projection[1]
+        return super().value(inst, coords, mask)

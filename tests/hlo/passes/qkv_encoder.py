@@ -88,3 +88,50 @@ def encoder_layer(seq: int = 8, bias: bool = True, out_bias: bool = True, norm: 
     else:
         lines.append(f"ROOT %r = {t}[2,{seq},{hidden}]{{2,1,0}} bitcast(%ln)")
     return head + "ENTRY %main {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
+def int8_encoder(seq: int = 8, v_float: bool = False, causal: bool = False, d: int = 8) -> str:
+    """encoder() as an int8 QDQ export leaves it after the int8 rules (mlcc/hlo/passes/quantized_dot.py,
+    recognize/quant_attention.py): x u8 [2, seq, 16] @ w s8 [16, 48] -> s32, and q, k and v computed from slices
+    of it: dequantized (s32 * scale), requantized to u8 (round half to even, zero point 128, clamp), split into
+    2 heads of d by bitcasts, dequantized again; a fake-quantized attention (score_quant, prob_quant). With v_float,
+    v is a float input instead (mixed quantization)."""
+    heads, hidden = 2, 2 * d
+    n = 3 * heads * d
+    lines = [f"%x = u8[2,{seq},{hidden}]{{2,1,0}} parameter(0), name=x",
+             f"%w = s8[{hidden},{n}]{{1,0}} parameter(1), name=w",
+             f"%qkv = s32[2,{seq},{n}]{{2,1,0}} dot(%x, %w), {DOT}",
+             "%lo = f32[] constant(), value={0.0}",
+             "%hi = f32[] constant(), value={255.0}",
+             "%zp = f32[] constant(), value={128.0}"]
+    for i, (name, scale, inv, back) in enumerate(zip("qkv", (0.004, 0.005, 0.003), (0.9, 0.7, 1.1),
+                                                     (0.011, 0.009, 0.013))):
+        if name == "v" and v_float:
+            lines.append(f"%vq = f32[2,{heads},{seq},{d}]{{3,1,2,0}} parameter(2), name=v")
+            continue
+        s, h, c = f"[2,{seq},{hidden}]{{2,1,0}}", f"[2,{heads},{seq},{d}]{{3,1,2,0}}", "dimensions={}"
+        lines += [(f"%{name}s = s32{s} slice(%qkv), start_indices={{0,0,{i * hidden}}}, "
+                   f"limit_indices={{2,{seq},{(i + 1) * hidden}}}, strides={{1,1,1}}"),
+                  f"%{name}f = f32{s} convert(%{name}s)",
+                  f"%{name}sc = f32[] constant(), value={{{scale * inv}}}",
+                  f"%{name}sb = f32{s} broadcast(%{name}sc), {c}",
+                  f"%{name}m = f32{s} multiply(%{name}f, %{name}sb)",
+                  f"%{name}r = f32{s} round-nearest-even(%{name}m)",
+                  f"%{name}zb = f32{s} broadcast(%zp), {c}",
+                  f"%{name}a = f32{s} add(%{name}r, %{name}zb)",
+                  f"%{name}c = f32{s} clamp(%lo, %{name}a, %hi)",
+                  f"%{name}u = u8{s} convert(%{name}c)",
+                  f"%{name}b = u8[2,{seq},{heads},{d}]{{3,2,1,0}} bitcast(%{name}u)",
+                  f"%{name}h = u8{h} bitcast(%{name}b)",
+                  f"%{name}hf = f32{h} convert(%{name}h)",
+                  f"%{name}z4 = f32{h} broadcast(%zp), {c}",
+                  f"%{name}d = f32{h} subtract(%{name}hf, %{name}z4)",
+                  f"%{name}bc = f32[] constant(), value={{{back}}}",
+                  f"%{name}b4 = f32{h} broadcast(%{name}bc), {c}",
+                  f"%{name}q = f32{h} multiply(%{name}d, %{name}b4)"]
+    lines.append(f"%a = f32[2,{heads},{seq},{d}]{{3,1,2,0}} attention(%qq, %kq, %vq), "
+                 f"causal={'true' if causal else 'false'}, prob_quant={{254.9999849195601,0.0,0.0,255.0,"
+                 "0.003921568859368563}, scale=1.0, score_quant={{1.0,6.83627948927615,126.0,0.0,255.0,"
+                 "0.14627839624881744}}")
+    lines.append(f"ROOT %r = f32[2,{heads},{seq},{d}]{{3,1,2,0}} bitcast(%a)")
+    return "HloModule m\n\nENTRY %main {\n  " + "\n  ".join(lines) + "\n}\n"
