@@ -59,6 +59,11 @@ def test_fp8_model_matches_onnxruntime_on_cpu(tmp_path, name):
     r = mlcc.compile(QUANT / f"{name}.onnx", tmp_path / name, targets=[])
     assert r.warnings == []  # the interpreter is no target: nothing to warn of
     _check(r.out_dir, name)
+    # the fp8 QKV projection stays a kernel of its own (an int8 one would be computed in the attention kernel),
+    # and --explain-fusion says why, once per layer
+    notes = [n for n in r.fusion_explanations if "QKV projection is not computed" in n]
+    assert len(notes) == FP8_ATTENTIONS[name]
+    assert all("a f8e4m3fn x f8e4m3fn -> f32 projection of a fake-quantized attention" in n for n in notes)
 
 
 @pytest.mark.slow  # AOT compiles of about 20 kernels for two targets, and a run on sim:sm_90

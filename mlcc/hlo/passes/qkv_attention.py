@@ -122,11 +122,13 @@ def int8_views(attention: Instruction, source: Instruction) -> tuple[list[View |
     return views, path
 
 
-def int8_source(attention: Instruction) -> Instruction | None:
-    """The fusion parameter holding an int8 QKV projection (s32) that q, k and v are computed from, if any."""
+def int8_source(attention: Instruction, dtype: str | None = "s32") -> Instruction | None:
+    """The fusion parameter holding an int8 QKV projection (s32) that q, k and v are computed from, if any (with
+    dtype None, a parameter of any type they are all computed from)."""
     body = attention.parent
     for param in body.parameters():
-        if param.shape.dtype == "s32" and all(v is not None for v in int8_views(attention, param)[0]):
+        if (dtype is None or param.shape.dtype == dtype) and \
+                all(v is not None for v in int8_views(attention, param)[0]):
             return param
     return None
 
@@ -293,6 +295,14 @@ class QkvAttentionFusion(Pass):
                 notes.append(f"%{inst.operands[source.attrs['index']].name} -> %{inst.name}: the QKV projection is "
                              f"not computed in the attention kernel: mixed quantization: only {names} computed from "
                              "the int8 projection (the kernel computes all three from its s32 tiles)")
+                continue
+            other = int8_source(attention, None) if attention.attrs.get("score_quant") and param is None else None
+            if other is not None and _dots(inst.operands[other.attrs["index"]]):
+                producer = inst.operands[other.attrs["index"]]
+                types = " x ".join(o.shape.dtype for o in _dots(producer)[0].operands)
+                notes.append(f"%{producer.name} -> %{inst.name}: the QKV projection is not computed in the attention "
+                             f"kernel: a {types} -> {other.shape.dtype} projection of a fake-quantized attention "
+                             "(only 8-bit integer ones, u8/s8 x s8 -> s32, are computed in its kernel)")
                 continue
             if param is None:
                 sources = {id(v.source): v.source for v in qkv_views(attention) if v is not None}
