@@ -30,8 +30,9 @@ MODELS = ["cnn_fp8", "encoder_fp8"]
 # on the dequantized q, k and v tiles
 FP8_CONTRACTIONS = {"cnn_fp8": 5, "encoder_fp8": 8}
 FP8_ATTENTIONS = {"cnn_fp8": 0, "encoder_fp8": 2}
-# launches: the encoder as many as the int8 QDQ encoder before its FFNs were b2b kernels (11; now 9, with the
-# float encoder 8: fp8 pairs are not taken back to back) where it took
+# launches: the encoder as many as the int8 QDQ encoder before its FFNs were b2b kernels (11; now 3 with its
+# int8 layer kernels, the float encoder 2: fp8 pairs are not taken back to back, nor fp8 QKV projections into
+# the attention kernel) where it took
 # 23 with its attention in 5 kernels a layer; the CNN one more than cnn_qdq (9: its max pool runs on the int8
 # values, where an fp8 pool would compute on a storage type, so the quantize after it is a kernel of its own)
 LAUNCHES = {"cnn_fp8": 10, "encoder_fp8": 11}
@@ -59,6 +60,11 @@ def test_fp8_model_matches_onnxruntime_on_cpu(tmp_path, name):
     r = mlcc.compile(QUANT / f"{name}.onnx", tmp_path / name, targets=[])
     assert r.warnings == []  # the interpreter is no target: nothing to warn of
     _check(r.out_dir, name)
+    # the fp8 QKV projection stays a kernel of its own (an int8 one would be computed in the attention kernel),
+    # and --explain-fusion says why, once per layer
+    notes = [n for n in r.fusion_explanations if "QKV projection is not computed" in n]
+    assert len(notes) == FP8_ATTENTIONS[name]
+    assert all("a f8e4m3fn x f8e4m3fn -> f32 projection of a fake-quantized attention" in n for n in notes)
 
 
 @pytest.mark.slow  # AOT compiles of about 20 kernels for two targets, and a run on sim:sm_90

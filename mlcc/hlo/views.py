@@ -106,6 +106,13 @@ def affine_view(value: Instruction, stop: frozenset[int] = frozenset()) -> View 
     while x.opcode in VIEW_OPS and id(x) not in stop:
         chain.append(x)
         x = x.operands[0]
+    return view_of_steps(x, chain)
+
+
+def view_of_steps(x: Instruction, chain: list[Instruction]) -> View | None:
+    """The view of x that the view ops of chain (outermost first, each read from the next or from x) describe;
+    None when some step is not an affine re-description. A chain may skip ops that keep coordinates (an
+    elementwise op between two views): each bitcast reinterprets its own operand's layout."""
     if not isinstance(x.shape, Shape):
         return None
     strides = symbolic.strides(x.shape.dims, x.shape.layout)

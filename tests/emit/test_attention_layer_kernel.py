@@ -26,7 +26,7 @@ from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.qkv_attention import QkvAttentionFusion
 from tests.emit.harness import run_kernel
 from tests.hlo.passes.pass_numerics import load
-from tests.hlo.passes.qkv_encoder import encoder_layer
+from tests.hlo.passes.qkv_encoder import encoder_layer, int8_encoder_layer
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 TOLERANCE = {"f32": 3e-5, "f16": 2e-2, "bf16": 1e-1}
@@ -107,3 +107,50 @@ def test_the_ffn_over_several_key_blocks_and_in_half_types():
     inst = merged(seq=40, ffn=96)
     check(inst, key_blocks(inst, 16), seed=2)
     check(merged(seq=24, ffn=96, t="f16"), seed=3)
+
+
+def int8_merged(**kwargs) -> Instruction:
+    module = load(int8_encoder_layer(**kwargs))
+    Fusion().run(module)
+    B2bFusion().run(module)
+    assert QkvAttentionFusion().run(module)
+    assert AttentionLayerFusion().run(module)
+    (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    return fusion
+
+
+def check_int8(inst: Instruction, step: float, config: LaunchConfig | None = None, seed: int = 0) -> None:
+    """An int8 layer kernel against the evaluator: the integer products are exact, and each requantization rounds
+    half to even as the graph says; what may differ is f32 rounding in the scores, softmax and LayerNorms (their
+    sums in another order), which can move a value across a rounding boundary: at most one output step, and
+    nearly every output the same."""
+    rng = np.random.default_rng(seed)
+    inputs = [rng.integers(0, 256, tuple(int(d) for d in op.shape.dims)).astype(np.uint8) if op.shape.dtype == "u8"
+              else rng.integers(-127, 128, tuple(int(d) for d in op.shape.dims)).astype(np.int8)
+              if op.shape.dtype == "s8" else
+              (1 + 0.2 * rng.standard_normal(tuple(int(d) for d in op.shape.dims))).astype(np.float32)
+              for op in inst.operands]
+    kernel = lower(inst, "attention_layer_under_test")
+    (got,) = run_kernel(kernel, inst, inputs, config)
+    want = np.asarray(evaluate_instruction(inst, inputs, {}))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert diff.max() <= step * 1.001 and (diff > step / 2).mean() <= 0.02, (diff.max(), (diff > step / 2).mean())
+
+
+def test_an_int8_layer_requantizes_each_heads_output_and_projects_it_in_int32():
+    inst = int8_merged()
+    kernel = lower(inst, "attention_layer_under_test")
+    assert inst.shape.dtype == "u8" and "layer_acc = tl.dot(o_tile, wo, layer_acc)" in kernel.source
+    assert kernel.interpreter.constexprs["BLOCK_DV"] == 32  # each head's 8 columns padded to IMMA's k
+    check_int8(inst, 1)
+    check_int8(inst, 1, kernel.gpu, seed=1)
+
+
+def test_an_int8_layer_with_its_ffn_and_several_key_blocks():
+    inst = int8_merged(seq=40, ffn=96)  # 3 hidden chunks of 32, the last one partly past the 96 columns
+    kernel = lower(inst, "attention_layer_under_test")
+    assert kernel.interpreter.constexprs["BLOCK_H"] == 32 and kernel.gpu.num_warps == 4
+    assert kernel.source.count("tl.dot(y1_a, w1, acc1)") == 1 and "tl.dot(hc, w2, ffn_acc)" in kernel.source
+    check_int8(inst, 1 / 30.0)
+    check_int8(inst, 1 / 30.0, key_blocks(inst, 16), seed=2)

@@ -22,14 +22,14 @@ from mlcc.hlo.passes.fusion import Fusion
 from mlcc.hlo.passes.qkv_attention import QkvAttentionFusion
 from tests.emit.harness import run_kernel
 from tests.hlo.passes.pass_numerics import load
-from tests.hlo.passes.qkv_encoder import encoder
+from tests.hlo.passes.qkv_encoder import encoder, int8_encoder
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 TOLERANCE = {"f32": 2e-5, "f16": 3e-3, "bf16": 3e-2}
 
 
-def merged(**kwargs) -> Instruction:
-    module = load(encoder(**kwargs))
+def merged(int8: bool = False, **kwargs) -> Instruction:
+    module = load((int8_encoder if int8 else encoder)(**kwargs))
     Fusion().run(module)
     assert QkvAttentionFusion().run(module)
     (fusion,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
@@ -39,7 +39,10 @@ def merged(**kwargs) -> Instruction:
 
 def check(inst: Instruction, config: LaunchConfig | None = None, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
-    inputs = [(rng.standard_normal(tuple(int(d) for d in op.shape.dims)) * 0.5).astype(numpy_dtype(op.shape.dtype))
+    inputs = [rng.integers(0 if op.shape.dtype == "u8" else -127, 256 if op.shape.dtype == "u8" else 128,
+                           tuple(int(d) for d in op.shape.dims)).astype(numpy_dtype(op.shape.dtype))
+              if op.shape.dtype in ("u8", "s8") else
+              (rng.standard_normal(tuple(int(d) for d in op.shape.dims)) * 0.5).astype(numpy_dtype(op.shape.dtype))
               for op in inst.operands]
     kernel = lower(inst, "qkv_attention_under_test")
     assert kernel.template == "attention.py.jinja"
@@ -91,3 +94,15 @@ def test_tuning_never_splits_the_queries_of_a_kernel_computing_its_projection():
         assert found and all(c.constexprs["BLOCK_M"] >= 40 for c in found), name
         with pytest.raises(ValueError, match="BLOCK_M must hold all 40 queries"):
             tuned_config(kernel, TARGETS[name], {"BLOCK_M": 16, "BLOCK_N": 16}, 4, 2)
+
+
+def test_an_int8_projection_computed_on_chip_matches_the_stored_one():
+    # u8 x s8 tiles into s32 (the unsigned operand shifted to s8 and the shift added back), then the section's
+    # requantization to u8 and dequantization: exactly the evaluator's q, k and v; the fake-quantized attention
+    # after them as the stored projection's
+    inst = merged(int8=True, seq=40)
+    kernel = lower(inst, "qkv_attention_under_test")
+    assert "tl.dot(x_tile, w_tile, q_acc)" in kernel.source and "tl.int32" in kernel.source
+    check(inst)
+    check(inst, tiles(inst, 40, 64, 16))  # 3 key blocks, in both passes over the keys
+    check(inst, kernel.gpu)

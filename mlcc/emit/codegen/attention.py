@@ -31,7 +31,7 @@ from mlcc.emit.codegen.contraction import Operands, _acc_dtype, _norm_epilogue
 from mlcc.emit.codegen.coords import (MAX_GRID_Y, Axis, clamp_pow2, is_wide, kernel_dims, kernel_strides, merge_axes,
                                       numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
-from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, broadcast_coords, epilogue, heavy_op,
+from mlcc.emit.codegen.fused import (FusedOperand, Lanes, Section, TileEmitter, Value, broadcast_coords, epilogue, heavy_op,
                                      heavy_ops, needs_int64, pointer_params, read_as_is, read_in_place, result_roots,
                                      sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, kernel_symbols, lowering, render, tl_type,
@@ -41,12 +41,13 @@ from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Resources, Tiling, is_pow2, register_tiling
 from mlcc.errors import UnsupportedError
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
-from mlcc.hlo.passes.attention_layer import ffn_parts, layer_parts
-from mlcc.hlo.passes.qkv_attention import plain_projection
+from mlcc.hlo.passes.attention_layer import below_requantize, ffn_parts, layer_parts
+from mlcc.hlo.passes.qkv_attention import int8_views, plain_projection
 from mlcc.hlo.views import affine_view
 
 
 FFN_BLOCK_H = 64  # an attention layer kernel's FFN hidden columns per chunk
+INT8_FFN_BLOCK_H = 32  # an int8 one's (IMMA's k; 64 spilled on sm_90)
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def _broadcast_strides(mask: Shape, score_dims: tuple[Size, ...]) -> tuple[Size,
 
 def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dtype: str,
                       ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
-                      ffn_h: int | None = None) -> dict:
+                      ffn_h: int | None = None, int8_layer: bool = False) -> dict:
     """What an attention kernel's tiles follow from (Kernel.extra["problem"]). Symbolic sizes count at the
     largest value of their range; "sizes" keeps them (sq, batch_heads) for the grid the runtime evaluates.
     "whole_sequence": the kernel computes its QKV projection, so all queries go in one block (no program
@@ -98,13 +99,15 @@ def attention_problem(sq: Size, sk: Size, d: int, dv: int, batch_heads: Size, dt
         problem["e"] = e
     if ffn_h is not None:  # and its FFN's hidden width (h = act(rows @ W1) in BLOCK_H-column chunks)
         problem["ffn_h"] = ffn_h
+    if int8_layer:  # an int8 layer kernel: each head's u8 output is the K of an int8 dot (at least 32 on GPUs)
+        problem["min_dv"] = 32
     return problem
 
 
 def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpreter: bool,
             spec: Target = GENERIC, ranges: Ranges = NO_RANGES, whole: bool = False, e: int | None = None,
-            ffn_h: int | None = None) -> LaunchConfig:
-    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e, ffn_h)
+            ffn_h: int | None = None, int8_layer: bool = False) -> LaunchConfig:
+    problem = attention_problem(sq, sk, d, dv, bh, dtype, ranges, whole, e, ffn_h, int8_layer)
     if problem["batch_heads"] > MAX_GRID_Y:
         raise UnsupportedError(f"{bh} (batch, head) pairs exceed the grid's axis-1 limit of {MAX_GRID_Y}")
     if interpreter:
@@ -115,7 +118,7 @@ def _launch(sq: Size, sk: Size, d: int, dv: int, bh: Size, dtype: str, interpret
 
 def _head_tiles(problem: dict) -> tuple[int, int]:
     """BLOCK_D, BLOCK_DV: a program holds whole q and v rows, so these follow from the head dims."""
-    return clamp_pow2(problem["d"], 16, 1 << 20), clamp_pow2(problem["dv"], 16, 1 << 20)
+    return clamp_pow2(problem["d"], 16, 1 << 20), clamp_pow2(problem["dv"], problem.get("min_dv", 16), 1 << 20)
 
 
 def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_stages: int,
@@ -128,7 +131,7 @@ def attention_config(problem: dict, tiles: dict[str, int], num_warps: int, num_s
     if "e" in problem:  # an attention layer kernel: the output projection's columns in one tile
         constexprs["BLOCK_E"] = clamp_pow2(problem["e"], 16, 1 << 20)
     if "ffn_h" in problem:  # its FFN's hidden columns a chunk
-        constexprs["BLOCK_H"] = clamp_pow2(problem["ffn_h"], 16, FFN_BLOCK_H)
+        constexprs["BLOCK_H"] = clamp_pow2(problem["ffn_h"], 16, INT8_FFN_BLOCK_H if "min_dv" in problem else FFN_BLOCK_H)
     if problem["dtype"] == "bf16":   # see mlcc.emit.codegen.contraction: the interpreter multiplies bf16 in f32
         constexprs["DOT_F32"] = int(interpreter)
     sq, batch_heads = problem.get("sizes", (problem["sq"], problem["batch_heads"]))
@@ -163,6 +166,8 @@ def attention_heuristic(problem: dict, spec: Target) -> LaunchConfig:
         block_m = max(block_m, clamp_pow2(sq, 16, 1 << 20))
     if "e" in problem:  # an attention layer (with its FFN): more live tiles, over 8 warps (4 spilled on sm_80
         warps = 8       # with [64, 64] rows, and on sm_90 with bert_tiny's FFN)
+    if "min_dv" in problem:  # an int8 layer: 4 warps (on 8, ptxas held its sm_90 binary to 128 registers and it
+        warps = 4            # spilled 4-12 bytes; on 4 it takes 168, 234 on sm_80, no spills)
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and stages > 1:
         stages -= 1
     while attention_shared_bytes(problem, block_m, block_n, stages) > spec.shared_bytes and block_n > 16:
@@ -265,6 +270,9 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     """q, k and v as strided views of the fusion's QKV projection X @ W (+ bias) (the projection's own strides,
     which the template turns into rows of X and columns of W: mlcc/hlo/passes/qkv_attention.py), and what
     the template computes their tiles from."""
+    int8 = _int8_projection(attention, fusion)
+    if int8 is not None:
+        return int8
     views = [affine_view(op) for op in attention.operands[:3]]
     value = views[0].source if views[0] is not None else None
     found = plain_projection(value) if value is not None else None
@@ -283,8 +291,37 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
             "w_n": ws[1 - c], "block_k": clamp_pow2(k, 16, 32), "offsets": [v.offset for v in views],
             "bias": f"in{bias.attrs['index']}" if bias is not None else None,
-            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0}
+            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0, "int8": None}
     return qkv, proj
+
+
+def _int8_projection(attention: Instruction, fusion: Instruction) -> tuple[list[FusedOperand], dict] | None:
+    """An int8 QKV projection (u8/s8 x s8 -> s32, mlcc/hlo/passes/qkv_attention.py: int8_views): q, k and v are
+    computed from its s32 tiles by the fusion's elementwise ops, which keep coordinates, so each is a strided
+    view of it; the template computes each tile on the integer tensor cores and the ops on it ("dot": the
+    projection, which the q, k and v sections read as that tile). None when the fusion has no such dot."""
+    if not attention.attrs.get("score_quant"):
+        return None
+    for dot in (i for i in fusion.called.instructions if i.opcode == "dot" and i.shape.dtype == "s32"):
+        views, _ = int8_views(attention, dot)
+        if any(v is None for v in views):
+            continue
+        x, w = dot.operands
+        if x.opcode != "parameter" or w.opcode != "parameter" or not x.shape.is_row_major() or \
+                not dot.shape.is_row_major() or list(dot.attrs["lhs_contracting_dims"]) != [x.shape.rank - 1] or \
+                w.shape.rank != 2:
+            raise UnsupportedError(f"%{fusion.name}: the projection %{dot.name} is not row-major X [..., K] @ W [K, N]")
+        n, k = dot.shape.dims[-1], x.shape.dims[-1]
+        ws = kernel_strides(w.shape)
+        c = dot.attrs["rhs_contracting_dims"][0]
+        qkv = [FusedOperand(int(x.attrs["index"]), op.shape, 0, view.strides)
+               for op, view in zip(attention.operands[:3], views)]
+        proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
+                "w_n": ws[1 - c], "block_k": 32, "offsets": [v.offset for v in views], "bias": None,
+                "bias_stride": 0, "int8": {"x_shift": x.shape.dtype == "u8", "w_shift": w.shape.dtype == "u8"},
+                "dot": dot}
+        return qkv, proj
+    return None
 
 
 def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instruction], ranges: Ranges) -> dict:
@@ -307,15 +344,29 @@ def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instructi
     k = kernel_dims(dot.operands[0].shape)[-1]
     rows = upper(numel(kernel_dims(out)[:-1]), ranges)
     ffn = ffn_parts(fusion.called, norm)
-    layer = {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "ffn": None}
+    layer = {"w": f"in{w.attrs['index']}", "w_k": ws[c], "w_n": ws[1 - c], "e": e, "ffn": None, "o": None,
+             "int8": None}
+    if dot.shape.dtype == "s32":  # an int8 layer: each head's output requantized as stored, times W_o in s32
+        layer["o"], layer["int8"], o_flops = _int8_output_tile(fusion, attention, dot, ranges)
+    else:
+        o_flops = 0
     if ffn is None:
         spec, post, flops = _norm_epilogue(io, lanes, [out.rank - 1], "BLOCK_M, BLOCK_E")
-        return {**layer, "norm": spec, "epilogue": post, "flops": flops + 2 * rows * k * e}
+        return {**layer, "norm": spec, "epilogue": post, "flops": flops + 2 * rows * k * e + o_flops}
     # the FFN joined too: the first norm's rows (y1) are the first dot's lhs and the second norm's residual
     dot1, dot2, norm2 = ffn
     wide = io.wide()
-    acc = _acc_dtype(dot.operands[0].shape.dtype)
+    acc = _acc_dtype(dot1.operands[0].shape.dtype)
     spec, flops = _row_norm(fusion, dot, norm, None, lanes, "e_", wide, ranges)
+    # the rows the FFN multiplies and adds back: the first norm's value y, or (an int8 layer) y requantized
+    rows_value = _below_bitcasts(dot1.operands[0])
+    rows_section = None
+    if rows_value is not norm:
+        em = TileEmitter(fusion, "r_", "BLOCK_M, BLOCK_E", kernel_dims(dot.shape), lanes, wide, ranges)
+        em.bind(norm, "y", "f64" if norm.shape.dtype == "f64" else "f32")
+        em.section(rows_value)
+        (rows_section,) = em.sections()
+        flops += em.ops * rows * e
     lanes_h = [Lanes("lane_hm", tuple(range(out.rank - 1))), Lanes("lane_hn", (out.rank - 1,))]
     em = TileEmitter(fusion, "h_", "BLOCK_M, BLOCK_H", kernel_dims(dot1.shape), lanes_h, wide, ranges)
     em.bind(dot1, "acc1", acc)
@@ -324,17 +375,47 @@ def _layer(fusion: Instruction, parts: tuple[Instruction, Instruction, Instructi
         raise UnsupportedError(f"%{fusion.name}: the FFN's first epilogue is not at its first dot's dims")
     em.section(hidden_value, mask="mask_hh")
     (hidden,) = em.sections()
-    spec2, flops2 = _row_norm(fusion, dot2, norm2, norm, lanes, "f_", wide, ranges)
+    spec2, flops2 = _row_norm(fusion, dot2, norm2, rows_value, lanes, "f_", wide, ranges)
     h = kernel_dims(dot1.shape)[-1]
     w1, w2 = dot1.operands[1], dot2.operands[1]
     s1, s2 = kernel_strides(w1.shape), kernel_strides(w2.shape)
     c1, c2 = dot1.attrs["rhs_contracting_dims"][0], dot2.attrs["rhs_contracting_dims"][0]
     layer["ffn"] = {"w1": f"in{w1.attrs['index']}", "w1_k": s1[c1], "w1_n": s1[1 - c1],
                     "w2": f"in{w2.attrs['index']}", "w2_k": s2[c2], "w2_n": s2[1 - c2], "h": h,
-                    "hidden": hidden, "y1_type": tl_type(norm.shape.dtype), "h_type": tl_type(hidden_value.shape.dtype),
-                    "norm": spec2["norm"]}
-    flops += flops2 + 2 * rows * k * e + 4 * rows * e * h + em.ops * rows * h
+                    "hidden": hidden, "y1_type": tl_type(rows_value.shape.dtype),
+                    "h_type": tl_type(hidden_value.shape.dtype), "norm": spec2["norm"], "rows": rows_section,
+                    "int8_1": _int8_shifts(dot1), "int8_2": _int8_shifts(dot2)}
+    flops += flops2 + 2 * rows * k * e + 4 * rows * e * h + em.ops * rows * h + o_flops
     return {**layer, "norm": spec["norm"], "epilogue": spec2["post"], "flops": flops}
+
+
+def _int8_output_tile(fusion: Instruction, attention: Instruction, dot: Instruction,
+                      ranges: Ranges) -> tuple[Section, dict, int]:
+    """An int8 attention layer's requantized attention output over a head's [BLOCK_M, BLOCK_DV] output tile (the
+    attention's value "out" standing for it: the ops the attention kernel applied as its epilogue before it
+    stored the u8 output), and the int8 dot's operand shifts (u8 shifted to s8, templates/_int8_dot.jinja)."""
+    value = _below_bitcasts(dot.operands[0])
+    if below_requantize(value) is not attention or tuple(value.shape.dims) != tuple(attention.shape.dims):
+        raise UnsupportedError(f"%{fusion.name}: the output projection does not read the attention's requantized "
+                               "output at its coordinates")
+    rank = attention.shape.rank
+    lanes = [Lanes("pid_b", tuple(range(rank - 2)), per_lane=False), Lanes("lane_q", (rank - 2,)),
+             Lanes("lane_dv", (rank - 1,))]
+    q = attention.operands[0].shape
+    em = TileEmitter(fusion, "o_", "BLOCK_M, BLOCK_DV", kernel_dims(attention.shape), lanes,
+                     needs_int64(ranges, fusion, q, attention.shape), ranges)
+    em.bind(attention, "out", "f64" if q.dtype == "f64" else "f32")
+    em.section(value)
+    (section,) = em.sections()
+    shifts = {"shift_a": value.shape.dtype == "u8", "shift_b": dot.operands[1].shape.dtype == "u8"}
+    return section, shifts, em.ops * upper(numel(kernel_dims(attention.shape)), ranges)
+
+
+def _int8_shifts(dot: Instruction) -> dict | None:
+    """An int8 dot's operand shifts (an unsigned operand shifted to s8: templates/_int8_dot.jinja), or None."""
+    if dot.shape.dtype != "s32":
+        return None
+    return {"shift_a": dot.operands[0].shape.dtype == "u8", "shift_b": dot.operands[1].shape.dtype == "u8"}
 
 
 def _below_bitcasts(x: Instruction) -> Instruction:
@@ -444,11 +525,16 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
         names = pointer_params(fusion)
         pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r) for r in result_shapes]
         wide = needs_int64(ranges, fusion, q, k, v, out)
-        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges, computed if proj is None else [False] * 3,
-                                     layer is None)
+        int8 = proj is not None and proj["int8"] is not None  # q, k and v computed from the s32 tiles
+        fused, ops = _fused_sections(inst, fusion, compute, wide, ranges,
+                                     [True] * 3 if int8 else computed if proj is None else [False] * 3,
+                                     layer is None, proj["dot"] if int8 else None)
         flops += ops
         if proj is not None:  # the q tile once, every key's k and v tiles once (the whole sequence in one block)
-            flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d + upper(sk, ranges) * (d + dv))
+            # (a fake-quantized attention's second pass over the keys computes its k tiles again)
+            k_passes = 2 if inst.attrs.get("prob_quant") else 1
+            flops += 2 * upper(batch_heads, ranges) * proj["k"] * (upper(sq, ranges) * d +
+                                                                   upper(sk, ranges) * (k_passes * d + dv))
         symbols = kernel_symbols(out, *(op.shape for op in fusion.operands), *fusion.called.instructions)
     if layer is not None:  # one program per batch element, every head in it
         flops += layer["flops"]
@@ -475,15 +561,20 @@ def attention_kernel(inst: Instruction, kernel_name: str, qkv: list[FusedOperand
     ffn_h = layer["ffn"]["h"] if layer is not None and layer["ffn"] is not None else None
     body_ir = sections_ir(**fused, **({"layer_norm": layer["norm"]["x"], "layer_epilogue": layer["epilogue"]}
                                       if layer is not None else {}),
+                          **({"layer_output": layer["o"]} if layer is not None and layer["o"] is not None else {}),
+                          **({"ffn_rows": layer["ffn"]["rows"]} if ffn_h is not None and layer["ffn"]["rows"] is not None
+                             else {}),
                           **({"ffn_hidden": layer["ffn"]["hidden"], "ffn_norm": layer["ffn"]["norm"]["x"]}
                              if ffn_h is not None else {}))
+    int8_layer = layer is not None and layer["int8"] is not None
     return Kernel(kernel_name, "attention.py.jinja", source, pointers,
                   gpu=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=False, ranges=ranges,
-                              whole=proj is not None, e=e, ffn_h=ffn_h),
+                              whole=proj is not None, e=e, ffn_h=ffn_h, int8_layer=int8_layer),
                   interpreter=_launch(sq, sk, d, dv, batch_heads, q.dtype, interpreter=True, ranges=ranges,
-                                      whole=proj is not None, e=e, ffn_h=ffn_h),
+                                      whole=proj is not None, e=e, ffn_h=ffn_h, int8_layer=int8_layer),
                   flops=flops, extra={"problem": attention_problem(sq, sk, d, dv, batch_heads, q.dtype, ranges,
-                                                                   whole=proj is not None, e=e, ffn_h=ffn_h)},
+                                                                   whole=proj is not None, e=e, ffn_h=ffn_h,
+                                                                   int8_layer=int8_layer)},
                   scalars=symbols, body_ir=body_ir)
 
 
@@ -515,10 +606,12 @@ _OPERAND_TILES = (("q_section", "q_", "BLOCK_M, BLOCK_D", "q_lane_m", "q_lane_d"
 
 
 def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: bool, ranges: Ranges,
-                    computed: list[bool], with_epilogue: bool = True) -> tuple[dict[str, Section | None], int]:
+                    computed: list[bool], with_epilogue: bool = True,
+                    projection: Instruction | None = None) -> tuple[dict[str, Section | None], int]:
     """The mask over a [BLOCK_M, BLOCK_N] score tile, the fused root over a [BLOCK_M, BLOCK_DV] output
     tile, and each computed q, k or v over its tile; a program's (batch..., head) is pid_b, row-major over
-    q's leading dims (pid_kv over k's and v's: their head is the query head's group)."""
+    q's leading dims (pid_kv over k's and v's: their head is the query head's group). With projection (an int8
+    QKV dot), q, k and v read it as the template's s32 tile of it (q_acc, k_t_acc, v_acc)."""
     q = inst.operands[0].shape
     rank = q.rank
     lead = Lanes("pid_b", tuple(range(rank - 2)), per_lane=False)
@@ -532,7 +625,11 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
         space = kernel_dims(operand.shape)
         lanes = [Lanes("pid_b" if i == 0 else "pid_kv", tuple(range(rank - 2)), per_lane=False),
                  Lanes(seq_lane, (rank - 2,)), Lanes(feature_lane, (rank - 1,))]
-        em = TileEmitter(fusion, prefix, shape, space, lanes, wide, ranges)
+        if projection is not None:
+            em = _ProjectedTile(fusion, prefix, shape, space, lanes, wide, ranges)
+            em.bind_projection(projection, ("q", "k_t", "v")[i] + "_acc")
+        else:
+            em = TileEmitter(fusion, prefix, shape, space, lanes, wide, ranges)
         em.section(operand, mask=mask)
         (sections[name],) = em.sections()
         flops += em.ops * upper(numel(space), ranges)
@@ -550,3 +647,18 @@ def _fused_sections(inst: Instruction, fusion: Instruction, compute: str, wide: 
                                              "BLOCK_M, BLOCK_DV", wide, ranges)
         flops += ops * upper(inst.shape.numel_expr(), ranges)
     return sections, flops
+
+
+class _ProjectedTile(TileEmitter):
+    """A q, k or v tile computed from an int8 projection that the template computed as a tile: the projection's
+    value wherever the section reads it (through slices and bitcasts, at coordinates that int8_views maps to the
+    tile's own element) is that tile."""
+
+    def bind_projection(self, dot: Instruction, var: str) -> None:
+        self.body.declare(var, "s32")
+        self._projection = (dot, Value(var, "s32", True))
+
+    def value(self, inst: Instruction, coords, mask):
+        if inst is self._projection[0]:
+            return self._projection[1]
+        return super().value(inst, coords, mask)

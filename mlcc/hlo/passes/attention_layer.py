@@ -32,21 +32,33 @@ stored either::
     %fusion.attention.1 = f32[1,16,64] fusion(%x, %w_qkv, %mask..., %w_o), kind=attention   (rows y)
     %fusion.layer-norm.2 = f32[1,16,64] fusion(%fusion.attention.1, %w1, %w2), kind=b2b
  -> %fusion.attention.1 = f32[1,16,64] fusion(%x, %w_qkv, %mask..., %w_o, %w1, %w2), kind=attention
+
+An int8 encoder (QDQ or QOperator) is taken too: its fake-quantized attention kernel (which computes its u8 x s8
+QKV projection: qkv_attention.py) stores its output requantized to u8 (the attention's epilogue: the
+QuantizeLinear after it), and the output fusion's dot is u8 x s8 -> s32 with the dequantization, bias,
+residual and their requantizations in its epilogue. The kernel applies that epilogue to each head's output
+tile and multiplies the u8 tile on the integer tensor cores (int8_output): the requantization is computed
+where the stored one was, and the u8 attention output is never stored.
 """
 
 from __future__ import annotations
 
 from mlcc.hlo.ir import Computation, Instruction, Module
-from mlcc.hlo.opcodes import ops_with
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.passes.qkv_attention import FLOATS, MAX_QKV_SEQ
+from mlcc.hlo.passes.qkv_attention import FLOATS, INT8, MAX_QKV_SEQ
 
 # What one program holds without spilling registers on sm_80, sm_90 and gfx942 (measured with `mlcc inspect
 # --binaries` on f32 layers, 2026-11-28): the [S, E] output projection accumulator for E <= 64 (S <= 64); with
 # the FFN too (its rows, its accumulator and a hidden chunk live at once) S * E <= 2048 (powers of two): a
 # [64, 64] layer with its FFN spilled on sm_80, and a hidden size of 128 on sm_80 or sm_90.
 MAX_LAYER_HIDDEN = 64
+# An int8 layer kernel reads more buffers than Fusion's MAX_PARAMETERS: each int8 GEMM's per-channel weight
+# scale, its folded zero-point term (the activation zero point times W's column sums) and its bias are vectors of
+# their own, three per GEMM (each of q, k and v counting as one); a layer with its FFN reads 27 (X, 4 weights,
+# 20 vectors, 2 norms' scales and biases besides). They are small and read once a program.
+MAX_INT8_LAYER_PARAMETERS = 32
 MAX_FFN_TILE = 2048
 ROW_NORMS = ops_with("row_norm")
 
@@ -57,6 +69,42 @@ def _below_bitcasts(x: Instruction) -> Instruction:
     return x
 
 
+def _fixed(x: Instruction) -> bool:
+    """A constant, a parameter, or a broadcast of one (a scale, zero point or clamp bound of a requantization)."""
+    while x.opcode == "broadcast":
+        x = x.operands[0]
+    return x.opcode in ("constant", "parameter")
+
+
+def below_requantize(x: Instruction) -> Instruction:
+    """x below bitcasts and elementwise ops whose other operands are fixed (constants, parameters, broadcasts of
+    them): the value an int8 requantization (scale, round, zero point, clamp, convert) or views start from."""
+    while True:
+        x = _below_bitcasts(x)
+        if x.opcode not in ELEMENTWISE_OPS:
+            return x
+        inner = [o for o in x.operands if not _fixed(o)]
+        if len(inner) != 1 or tuple(inner[0].shape.dims) != tuple(x.shape.dims):
+            return x
+        x = inner[0]
+
+
+def int8_output(body: Computation, attention: Instruction) -> bool:
+    """Whether an attention fusion body stores the fake-quantized attention's output requantized to 8-bit
+    integers (its root an elementwise chain from the attention, each op read by the next alone)."""
+    root = body.root
+    if not attention.attrs.get("score_quant") or root.shape.dtype not in INT8 or root.opcode == "bitcast" or \
+            below_requantize(root) is not attention:
+        return False
+    x = root
+    while x is not attention:
+        inner = [o for o in x.operands if not _fixed(o)]
+        if len(inner[0].users) != 1:
+            return False
+        x = inner[0]
+    return True
+
+
 def layer_parts(body: Computation) -> tuple[Instruction, Instruction, Instruction] | None:
     """(attention, output projection dot, row norm) of a merged attention-layer body: the dot whose lhs is the
     attention's result through views, and the row norm of that dot's output (the first, with the FFN joined);
@@ -65,7 +113,9 @@ def layer_parts(body: Computation) -> tuple[Instruction, Instruction, Instructio
     if len(attentions) != 1:
         return None
     (attention,) = attentions
-    dots = [i for i in body.instructions if i.opcode == "dot" and _below_bitcasts(i.operands[0]) is attention]
+    dots = [i for i in body.instructions if i.opcode == "dot" and (
+        _below_bitcasts(i.operands[0]) is attention or
+        i.shape.dtype == "s32" and below_requantize(i.operands[0]) is attention)]
     norms = [i for i in body.instructions if i.opcode in ROW_NORMS]
     if len(dots) != 1 or not 1 <= len(norms) <= 2:
         return None
@@ -78,7 +128,8 @@ def layer_parts(body: Computation) -> tuple[Instruction, Instruction, Instructio
 def ffn_parts(body: Computation, norm: Instruction) -> tuple[Instruction, Instruction, Instruction] | None:
     """(the FFN's first dot, its second, the second row norm) of a merged attention-layer body whose FFN joined
     it (the first dot reads the first norm's rows), or None."""
-    dots1 = [i for i in body.instructions if i.opcode == "dot" and _below_bitcasts(i.operands[0]) is norm]
+    dots1 = [i for i in body.instructions if i.opcode == "dot" and (
+        _below_bitcasts(i.operands[0]) is norm or i.shape.dtype == "s32" and below_requantize(i.operands[0]) is norm)]
     norms = [i for i in body.instructions if i.opcode in ROW_NORMS and i is not norm]
     if len(dots1) != 1 or len(norms) != 1:
         return None
@@ -105,9 +156,12 @@ def why_not(attn: Instruction, views: list[Instruction], consumer: Instruction, 
     computed in the attention kernel, if so."""
     body = attn.called
     attentions = [i for i in body.instructions if i.opcode == "attention"]
-    if len(attentions) != 1 or body.root is not attentions[0]:
+    if len(attentions) != 1:
         return "the attention fusion computes more than the attention (an epilogue or a second result)"
     attention = attentions[0]
+    int8 = int8_output(body, attention)
+    if body.root is not attention and not int8:
+        return "the attention fusion computes more than the attention (an epilogue or a second result)"
     if not any(i.opcode == "dot" for i in body.instructions):
         return "the attention kernel does not compute its QKV projection (q, k and v are read from memory)"
     for a, b in zip([attn, *views], [*views, consumer]):
@@ -151,11 +205,17 @@ def why_not(attn: Instruction, views: list[Instruction], consumer: Instruction, 
         return "symbolic dims or attention without heads"
     heads, sq, dv = q.dims[-3], q.dims[-2], attention.shape.dims[-1]
     batch = tuple(q.dims[:-3])
-    if any(v.shape.dtype not in FLOATS for v in (dot, w, lhs)) or \
+    if int8:
+        if lhs.shape.dtype not in INT8 or w.shape.dtype not in INT8 or dot.shape.dtype != "s32" or \
+                lhs.shape.dtype != body.root.shape.dtype:
+            return (f"mixed quantization: the attention output is requantized to {body.root.shape.dtype} and "
+                    f"projected as {lhs.shape.dtype} x {w.shape.dtype} -> {dot.shape.dtype} (8-bit integers into "
+                    "s32 only)")
+    elif any(v.shape.dtype not in FLOATS for v in (dot, w, lhs)) or \
             len({dot.shape.dtype, w.shape.dtype, lhs.shape.dtype, attention.shape.dtype}) != 1:
         return "not one float type for the attention output, the weight and the projection"
     # the attention output laid out [batch..., S, H, Dv] row-major, read as [batch..., S, H * Dv]
-    st = attention.shape.strides()
+    st = body.root.shape.strides()
     if tuple(st[-3:]) != (dv, heads * dv, 1) or \
             any(s != sq * heads * dv * _prod(batch[i + 1:]) for i, s in enumerate(st[:-3])):
         return "the attention output is not stored as rows of all heads' features ([..., S, H, Dv])"
@@ -175,7 +235,10 @@ def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str 
     """Why the b2b fusion (an FFN: dot, elementwise epilogue, dot, residual and row norm) reading an attention
     layer's normalized rows cannot be computed in the attention kernel too, if so."""
     parts = layer_parts(layer.called)
-    if parts is None or ffn_parts(layer.called, parts[2]) is not None or layer.called.root is not parts[2]:
+    root = layer.called.root
+    int8 = parts is not None and parts[1].shape.dtype == "s32"  # an int8 layer: its rows requantized
+    if parts is None or ffn_parts(layer.called, parts[2]) is not None or \
+            (root is not parts[2] and not (int8 and root.shape.dtype in INT8 and below_requantize(root) is parts[2])):
         return "the attention kernel's result is not its first norm's rows"
     if id(layer) in outputs or list(layer.users) != [b2b] or b2b.operands.count(layer) != 1:
         return f"%{layer.name} has other readers (its rows must stay on chip for the FFN alone)"
@@ -190,7 +253,8 @@ def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str 
         return "the FFN's first dot does not multiply the attention kernel's rows"
     dot2 = next(d for d in dots if d is not dot1)
     norm = norms[0]
-    if not _depends(dot2, dot1) or not _depends(norm, dot2) or body.root is not norm:
+    if not _depends(dot2, dot1) or not _depends(norm, dot2) or \
+            (body.root is not norm and not (int8 and below_requantize(body.root) is norm)):
         return "the FFN is not dot, epilogue, dot, norm"
     for d in (dot1, dot2):
         a = d.attrs
@@ -198,7 +262,11 @@ def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str 
         if a["lhs_batch_dims"] or a["rhs_batch_dims"] or w.opcode != "parameter" or w.shape.rank != 2 or \
                 list(a["lhs_contracting_dims"]) != [d.operands[0].shape.rank - 1]:
             return "an FFN dot with batch dims, a weight computed in its loads, or contracting another dim"
-        if {d.shape.dtype, w.shape.dtype, d.operands[0].shape.dtype} != {layer.shape.dtype}:
+        if int8:
+            if d.shape.dtype != "s32" or w.shape.dtype not in INT8 or d.operands[0].shape.dtype not in INT8:
+                return (f"mixed quantization: an FFN dot of {d.operands[0].shape.dtype} x {w.shape.dtype} -> "
+                        f"{d.shape.dtype} in an int8 layer (8-bit integers into s32 only)")
+        elif {d.shape.dtype, w.shape.dtype, d.operands[0].shape.dtype} != {layer.shape.dtype}:
             return "not one float type for the rows, the FFN's weights and products"
     rows, e = layer.shape.dims[-2], layer.shape.dims[-1]
     if _pow2(rows) * _pow2(e) > MAX_FFN_TILE:
@@ -251,8 +319,9 @@ class AttentionLayerFusion(Pass):
                 continue  # no one projection reads the attention output: nothing to explain
             consumer = readers[0]
             why = why_not(inst, views, consumer, outputs)
+            limit = MAX_INT8_LAYER_PARAMETERS if why is None and _int8_layer(inst) else MAX_PARAMETERS
             if why is None:
-                merged = _merge(module, comp, inst, views, consumer)
+                merged = _merge(module, comp, inst, views, consumer, limit)
                 if merged is not None:
                     stale = tuple(f"%{v.name} -> %" for v in views)
                     inside = {i.name for i in merged.called.instructions}
@@ -261,7 +330,7 @@ class AttentionLayerFusion(Pass):
                         if not line.startswith(stale) and not _edge_inside(line, inside)]
                     changed = True
                     continue
-                why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
+                why = f"the kernel would read more than {limit} buffers"
             notes.append(f"%{inst.name} -> %{consumer.name}: the output projection and norm are not computed in the "
                          f"attention kernel: {why}")
         for inst in list(comp.instructions):  # then each layer's FFN, where it reads the normalized rows alone
@@ -272,23 +341,34 @@ class AttentionLayerFusion(Pass):
             if len(readers) != 1:
                 continue
             why = why_not_ffn(inst, readers[0], outputs)
+            limit = MAX_INT8_LAYER_PARAMETERS if _int8_layer(inst) else MAX_PARAMETERS
             if why is None:
-                norm = inst.called.root
-                merged = _merge(module, comp, inst, [], readers[0])
+                root = inst.called.root  # the first norm (or its requantization in an int8 layer)
+                merged = _merge(module, comp, inst, [], readers[0], limit)
                 if merged is not None:
                     # b2b's word on the first norm's fusion (named after its root) and the FFN, and Fusion's on
                     # edges now inside the kernel: one kernel now
-                    stale = f"%fusion.{norm.name} -> %"
+                    stale = f"%fusion.{root.name} -> %"
                     inside = {i.name for i in merged.called.instructions}
                     module.analyses.fusion_explanations = [
                         line for line in module.analyses.fusion_explanations
                         if not line.startswith(stale) and not _edge_inside(line, inside)]
                     changed = True
                     continue
-                why = f"the kernel would read more than {MAX_PARAMETERS} buffers"
+                why = f"the kernel would read more than {limit} buffers"
             notes.append(f"%{inst.name} -> %{readers[0].name}: the FFN is not computed in the attention kernel: {why}")
         module.analyses.fusion_explanations = list(module.analyses.fusion_explanations) + notes
         return changed
+
+
+def _int8_layer(attn: Instruction) -> bool:
+    """Whether an attention fusion is an int8 one (a fake-quantized attention storing its output as 8-bit
+    integers), whose layer kernel may read up to MAX_INT8_LAYER_PARAMETERS buffers."""
+    attentions = [i for i in attn.called.instructions if i.opcode == "attention"]
+    return len(attentions) == 1 and (int8_output(attn.called, attentions[0]) or
+                                     any(i.opcode == "dot" and i.shape.dtype == "s32" and
+                                         below_requantize(i.operands[0]) is attentions[0]
+                                         for i in attn.called.instructions))
 
 
 def _edge_inside(line: str, names: set[str]) -> bool:
@@ -298,7 +378,7 @@ def _edge_inside(line: str, names: set[str]) -> bool:
 
 
 def _merge(module: Module, comp: Computation, attn: Instruction, views: list[Instruction],
-           consumer: Instruction) -> Instruction | None:
+           consumer: Instruction, limit: int = MAX_PARAMETERS) -> Instruction | None:
     """The attention fusion attn with the views and consumer's body inlined after its root; None if it would
     read too many buffers. Parameters are numbered in the order a walk from the root first reads them."""
     body = Computation("")
@@ -337,7 +417,7 @@ def _merge(module: Module, comp: Computation, attn: Instruction, views: list[Ins
         return made
 
     body.root = inner(consumer.called.root, consumer)
-    if len(params) > MAX_PARAMETERS:
+    if len(params) > limit:
         return None
     body.instructions = body.parameters() + [i for i in body.instructions if i.opcode != "parameter"]
     old = attn.called

@@ -25,20 +25,31 @@ refuses a longer one with ``--explain-fusion``: there the stored projection is t
 
 Taken only for encoder self-attention: not causal, no sliding window, soft-capping or fake-quantized scores,
 no KV cache stored, q/k/v not computed in the kernel already (rotary), float weights and static shapes.
+
+An int8 encoder (QDQ or QOperator, mlcc/hlo/passes/quantized_dot.py and recognize/quant_attention.py) is taken
+too: there the projection is a u8 x s8 -> s32 dot, and the fake-quantized attention computes q, k and v from
+slices of its s32 result (the per-channel dequantization, bias, requantization to u8 and the DequantizeLinear
+each Q/DQ pair says: elementwise ops, with the head split's bitcasts between them). Elementwise ops keep
+coordinates, so each of q, k and v is still a strided view of the projection once they are skipped
+(int8_views); the kernel computes the s32 tile at the view's rows and columns on the integer tensor cores and
+applies those ops to it as it did to the loaded tile. The fake-quantized scores and probabilities are the
+attention's own and stay as they are.
 """
 
 from __future__ import annotations
 
 from mlcc.hlo.ir import Computation, Instruction, Module
-from mlcc.hlo.opcodes import ops_with
+from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
 from mlcc.hlo.passes.pass_manager import Pass
-from mlcc.hlo.views import affine_view
+from mlcc.hlo.views import View, affine_view, view_of_steps
 
 MAX_QKV_SEQ = 64  # the longest sequence one query block holds (f32 q, score and output tiles in registers)
 FLOATS = ("f32", "f16", "bf16")
+INT8 = ("s8", "u8")
 VIEW_OPS = ops_with("strided_view")
 _NOT_ENCODER = ("window", "softcap", "score_quant", "prob_quant")
+_NOT_ENCODER_INT8 = ("window", "softcap", "quant_type")  # (fake-quantized int8 scores are the int8 attention's)
 
 
 def projection_of(fusion: Instruction) -> tuple[Instruction, Instruction, Instruction | None] | None:
@@ -77,6 +88,62 @@ def qkv_views(attention: Instruction, stop: frozenset[int] = frozenset()) -> lis
     return [affine_view(op, stop) for op in attention.operands[:3]]
 
 
+def int8_views(attention: Instruction, source: Instruction) -> tuple[list[View | None], set[int]]:
+    """q, k and v as strided views of source (an s32 projection parameter) through view ops and the elementwise
+    ops that compute them from it (dequantize, bias, requantize): each elementwise op's one operand that depends
+    on source, at the same dims (the others, per-channel scales and constants, do not depend on it). Also the
+    ids of every instruction on those paths (the only readers of source the kernel can compute per tile)."""
+    deps: dict[int, bool] = {}
+
+    def depends(x: Instruction) -> bool:
+        if id(x) not in deps:
+            deps[id(x)] = x is source or any(depends(o) for o in x.operands)
+        return deps[id(x)]
+
+    views: list[View | None] = []
+    path: set[int] = set()
+    for op in attention.operands[:3]:
+        chain, x, view = [], op, None
+        while True:
+            path.add(id(x))
+            if x is source:
+                view = view_of_steps(source, chain)
+                break
+            if x.opcode in VIEW_OPS:
+                chain.append(x)
+                x = x.operands[0]
+                continue
+            reading = [o for o in x.operands if depends(o)]
+            if x.opcode not in ELEMENTWISE_OPS or len(reading) != 1 or \
+                    tuple(reading[0].shape.dims) != tuple(x.shape.dims):
+                break
+            x = reading[0]
+        views.append(view)
+    return views, path
+
+
+def int8_source(attention: Instruction, dtype: str | None = "s32") -> Instruction | None:
+    """The fusion parameter holding an int8 QKV projection (s32) that q, k and v are computed from, if any (with
+    dtype None, a parameter of any type they are all computed from)."""
+    body = attention.parent
+    for param in body.parameters():
+        if (dtype is None or param.shape.dtype == dtype) and \
+                all(v is not None for v in int8_views(attention, param)[0]):
+            return param
+    return None
+
+
+def _mixed_int8(attention: Instruction) -> tuple[Instruction, str] | None:
+    """(the s32 projection parameter, which of q, k and v) when some but not all of q, k and v are computed from
+    one int8 projection (the others float inputs or another projection's)."""
+    for param in attention.parent.parameters():
+        if param.shape.dtype == "s32":
+            views = int8_views(attention, param)[0]
+            if 0 < sum(v is not None for v in views) < 3:
+                return param, " and ".join(n for n, v in zip("qkv", views) if v is not None)
+    return None
+
+
 def _why_not_view(name: str, view, dims, n: int, heads: int, d: int) -> str | None:
     """Why the q, k or v view cannot be read as rows of X times columns of W, if so: its seq step must be
     one row of the projection, its head dim contiguous columns, a head's columns inside one row."""
@@ -88,6 +155,73 @@ def _why_not_view(name: str, view, dims, n: int, heads: int, d: int) -> str | No
     outer = [s for s, size in zip(strides[:-3], dims) if size != 1]
     if col + (max(heads, 1) - 1) * head_stride + d > n or any(s % n for s in outer):
         return f"{name}'s heads do not lie within one projection row"
+    return None
+
+
+def why_not_int8(producer: Instruction, consumer: Instruction, attention: Instruction, param: Instruction,
+                 outputs: set[int]) -> str | None:
+    """Why the int8 projection producer (u8 x s8 -> s32) cannot move into the fake-quantized attention fusion
+    consumer, whose q, k and v are computed from its parameter param, if so."""
+    if producer.opcode != "dot":
+        return f"%{producer.name} is not a plain int8 projection X @ W (a dot of its inputs as they are)"
+    if id(producer) in outputs or list(producer.users) != [consumer] or consumer.operands.count(producer) != 1:
+        return f"%{producer.name} has other readers than the attention (it must stay on chip for it alone)"
+    views, path = int8_views(attention, param)
+    work, seen = [param], set()
+    while work:  # every reader of the projection computes q, k or v (the mask's operands do not depend on it)
+        x = work.pop()
+        for u in x.users:
+            if u is attention:
+                if any(o is x for o in attention.operands[3:]):
+                    return f"the attention fusion reads %{producer.name} outside q, k and v"
+            elif id(u) not in path:
+                return f"the attention fusion reads %{producer.name} outside q, k and v"
+            elif id(u) not in seen:
+                seen.add(id(u))
+                work.append(u)
+    if consumer.shape.is_tuple:
+        return "the attention fusion stores a KV cache"
+    attrs = attention.attrs
+    if attrs.get("causal"):
+        return "a causal attention (encoder self-attention only)"
+    for key in _NOT_ENCODER_INT8:
+        if attrs.get(key) is not None and attrs.get(key) != ():
+            return f"an attention with {key.replace('_', ' ')} (encoder self-attention only)"
+    a = producer.attrs
+    lhs, rhs = producer.operands
+    if a["lhs_batch_dims"] or a["rhs_batch_dims"] or rhs.shape.rank != 2:
+        return "a projection with batch dims or a weight that is not a matrix"
+    if list(a["lhs_contracting_dims"]) != [lhs.shape.rank - 1]:
+        return "the projection contracts a dim of X that is not its last"
+    if lhs.shape.dtype not in INT8 or rhs.shape.dtype not in INT8 or producer.shape.dtype != "s32":
+        return (f"mixed quantization: a {lhs.shape.dtype} x {rhs.shape.dtype} -> {producer.shape.dtype} projection, "
+                "not 8-bit integers into s32 (the kernel computes u8/s8 x u8/s8 -> s32 tiles)")
+    if not all(v.shape.is_static for v in (lhs, rhs, producer, attention, *attention.operands)):
+        return "symbolic dims"
+    if not (lhs.shape.is_row_major() and producer.shape.is_row_major()):
+        return "X or the projection is not row-major"
+    return _why_not_qkv(attention, views, param, producer.shape.dims[-1], lhs.shape.dims[-1])
+
+
+def _why_not_qkv(attention: Instruction, views: list, param: Instruction, n: int, k_dim: int) -> str | None:
+    """Why q, k and v (views of the projection param, n columns, from rows of k_dim inputs) cannot be computed
+    as tiles of rows of X times columns of W in one query block, if so."""
+    q, k = attention.operands[0].shape, attention.operands[1].shape
+    sq, sk, d, dv = q.dims[-2], k.dims[-2], q.dims[-1], attention.operands[2].shape.dims[-1]
+    heads = q.dims[-3] if q.rank >= 3 else 0
+    kv_heads = k.dims[-3] if k.rank >= 3 else 0
+    for name, view, h, width, op in zip("qkv", views, (heads, kv_heads, kv_heads), (d, d, dv), attention.operands):
+        if view is None or view.source is not param:
+            return f"{name} is not a strided view of the projection"
+        why = _why_not_view(name, view, op.shape.dims, n, h, width)
+        if why is not None:
+            return why
+    if sq > MAX_QKV_SEQ:  # (any number of keys: a program's key loop computes each key block's k and v once)
+        blocks = -(-sq // MAX_QKV_SEQ)
+        extra = (blocks - 1) * 2 * sk * k_dim * (d + dv)
+        return (f"{sq} queries span {blocks} query blocks of at most {MAX_QKV_SEQ} (MAX_QKV_SEQ): each block's "
+                f"program would recompute its head's K and V projection, {extra:,} FLOPs more per (batch, head) "
+                "and X and W read again by each block, where the stored projection is computed once")
     return None
 
 
@@ -131,26 +265,7 @@ def why_not(producer: Instruction, consumer: Instruction, attention: Instruction
         return "symbolic dims"
     if not (lhs.shape.is_row_major() and value.shape.is_row_major() and dot.shape.is_row_major()):
         return "X or the projection is not row-major"
-    q, k = attention.operands[0].shape, attention.operands[1].shape
-    sq, sk, d, dv = q.dims[-2], k.dims[-2], q.dims[-1], attention.operands[2].shape.dims[-1]
-    heads = q.dims[-3] if q.rank >= 3 else 0
-    kv_heads = k.dims[-3] if k.rank >= 3 else 0
-    n = dot.shape.dims[-1]
-    views = qkv_views(attention)
-    for name, view, h, width, op in zip("qkv", views, (heads, kv_heads, kv_heads), (d, d, dv), attention.operands):
-        if view is None or view.source is not param:
-            return f"{name} is not a strided view of the projection"
-        why = _why_not_view(name, view, op.shape.dims, n, h, width)
-        if why is not None:
-            return why
-    if sq > MAX_QKV_SEQ:  # (any number of keys: a program's key loop computes each key block's k and v once)
-        k_dim = lhs.shape.dims[-1]
-        blocks = -(-sq // MAX_QKV_SEQ)
-        extra = (blocks - 1) * 2 * sk * k_dim * (d + dv)
-        return (f"{sq} queries span {blocks} query blocks of at most {MAX_QKV_SEQ} (MAX_QKV_SEQ): each block's "
-                f"program would recompute its head's K and V projection, {extra:,} FLOPs more per (batch, head) "
-                "and X and W read again by each block, where the stored projection is computed once")
-    return None
+    return _why_not_qkv(attention, qkv_views(attention), param, dot.shape.dims[-1], lhs.shape.dims[-1])
 
 
 class QkvAttentionFusion(Pass):
@@ -173,16 +288,34 @@ class QkvAttentionFusion(Pass):
             if len(found) != 1 or any(i.opcode == "dot" for i in inst.called.instructions):
                 continue
             attention = found[0]
-            sources = {id(v.source): v.source for v in qkv_views(attention) if v is not None}
-            if len(sources) != 1:
+            param = int8_source(attention) if attention.attrs.get("score_quant") else None
+            mixed = _mixed_int8(attention) if attention.attrs.get("score_quant") and param is None else None
+            if mixed is not None:
+                source, names = mixed
+                notes.append(f"%{inst.operands[source.attrs['index']].name} -> %{inst.name}: the QKV projection is "
+                             f"not computed in the attention kernel: mixed quantization: only {names} computed from "
+                             "the int8 projection (the kernel computes all three from its s32 tiles)")
                 continue
-            (param,) = sources.values()
-            if param.opcode != "parameter":
+            other = int8_source(attention, None) if attention.attrs.get("score_quant") and param is None else None
+            if other is not None and _dots(inst.operands[other.attrs["index"]]):
+                producer = inst.operands[other.attrs["index"]]
+                types = " x ".join(o.shape.dtype for o in _dots(producer)[0].operands)
+                notes.append(f"%{producer.name} -> %{inst.name}: the QKV projection is not computed in the attention "
+                             f"kernel: a {types} -> {other.shape.dtype} projection of a fake-quantized attention "
+                             "(only 8-bit integer ones, u8/s8 x s8 -> s32, are computed in its kernel)")
                 continue
+            if param is None:
+                sources = {id(v.source): v.source for v in qkv_views(attention) if v is not None}
+                if len(sources) != 1:
+                    continue
+                (param,) = sources.values()
+                if param.opcode != "parameter":
+                    continue
             producer = inst.operands[param.attrs["index"]]
             if not _dots(producer):
                 continue
-            why = why_not(producer, inst, attention, param, outputs)
+            int8 = param.shape.dtype == "s32"
+            why = (why_not_int8 if int8 else why_not)(producer, inst, attention, param, outputs)
             if why is None:
                 if _merge(module, comp, inst, producer) is not None:
                     stale = tuple(f"%{n} -> %" for n in _names(producer))

@@ -14,7 +14,7 @@ from mlcc.hlo.passes.qkv_attention import MAX_QKV_SEQ, QkvAttentionFusion
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.verifier import verify_module
 from tests.hlo.passes.pass_numerics import assert_same_values, canonical, load
-from tests.hlo.passes.qkv_encoder import encoder_layer
+from tests.hlo.passes.qkv_encoder import encoder_layer, int8_encoder_layer
 
 
 def fused(text: str) -> tuple[Module, bool]:
@@ -177,3 +177,45 @@ def test_rows_wider_than_one_programs_registers_keep_their_kernels():
     assert f"[64, 64] rows with the FFN's accumulators exceed one program's registers (at most {MAX_FFN_TILE}" in line
     module, changed = ffn_fused(encoder_layer(seq=32, d=32, ffn=128))  # [32, 64]: it joins
     assert changed and kinds(module) == ["attention"]
+
+
+def b2b_fused(text: str) -> tuple[Module, bool]:
+    module = load(text)
+    Fusion().run(module)
+    B2bFusion().run(module)
+    QkvAttentionFusion().run(module)
+    verify_module(module)
+    changed = AttentionLayerFusion().run(module)
+    verify_module(module)
+    assert_same_values(load(text), module)
+    return module, changed
+
+
+def test_an_int8_layer_joins_its_requantized_attention_output_projection_and_norm():
+    # the attention fusion's root requantizes its output to u8 (its QuantizeLinear); the output fusion's dot is
+    # u8 x s8 -> s32 with the dequantization, residual, LayerNorm and requantization after it: one kernel
+    module, changed = b2b_fused(int8_encoder_layer())
+    assert changed and kinds(module) == ["attention"]
+    (layer,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [o.name for o in layer.operands] == ["x", "w", "wo", "g", "be"] and layer.shape.dtype == "u8"
+    attention, dot, norm = layer_parts(layer.called)
+    assert [o.shape.dtype for o in dot.operands] == ["u8", "s8"] and dot.shape.dtype == "s32"
+    assert ffn_parts(layer.called, norm) is None
+
+
+def test_an_int8_layer_joins_its_ffn_too():
+    module, changed = b2b_fused(int8_encoder_layer(ffn=64))
+    assert changed and kinds(module) == ["attention"]
+    (layer,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [o.name for o in layer.operands] == ["x", "w", "wo", "g", "be", "w1", "w2", "g2", "be2"]
+    _, _, norm = layer_parts(layer.called)
+    dot1, dot2, _ = ffn_parts(layer.called, norm)
+    assert [o.shape.dtype for o in dot1.operands + dot2.operands] == ["u8", "s8", "u8", "s8"]
+    assert not [n for n in module.analyses.fusion_explanations if "not computed in the attention kernel" in n]
+
+
+def test_an_int8_attention_output_read_elsewhere_is_stored():
+    module, changed = b2b_fused(int8_encoder_layer(extra_user=True))
+    assert not changed and kinds(module) == ["attention", "output"]
+    (line,) = [n for n in module.analyses.fusion_explanations if "output projection and norm" in n]
+    assert "the attention output %ar has other readers" in line

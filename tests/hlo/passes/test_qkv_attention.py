@@ -10,7 +10,7 @@ from mlcc.hlo.passes.qkv_attention import MAX_QKV_SEQ, QkvAttentionFusion
 from mlcc.hlo.printer import format_module
 from mlcc.hlo.verifier import verify_module
 from tests.hlo.passes.pass_numerics import assert_same_values, canonical, load
-from tests.hlo.passes.qkv_encoder import encoder
+from tests.hlo.passes.qkv_encoder import encoder, int8_encoder
 
 
 def fused(text: str) -> tuple[Module, bool]:
@@ -93,5 +93,40 @@ def test_a_sequence_longer_than_one_query_block_is_refused_with_the_recompute_co
     seq = MAX_QKV_SEQ + 16
     line = explained(encoder(seq=seq))
     # 2 query blocks: the second recomputes the head's K and V projection, 2 * seq * hidden * (d + dv) FLOPs
+    assert f"{seq} queries span 2 query blocks of at most {MAX_QKV_SEQ}" in line
+    assert f"{2 * seq * 16 * (8 + 8):,} FLOPs more per (batch, head)" in line
+
+
+def test_an_int8_projection_moves_into_the_fake_quantized_attention():
+    # u8 x s8 -> s32, and q, k and v computed from its slices by the dequantize/requantize ops: the s32 dot joins
+    # the attention fusion, whose q, k and v sections now read it in the body
+    module, changed = fused(int8_encoder())
+    assert changed and kinds(module) == ["attention"]
+    (attention,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert [o.name for o in attention.operands] == ["x", "w"]
+    (dot,) = [i for i in attention.called.instructions if i.opcode == "dot"]
+    assert [o.shape.dtype for o in dot.operands] == ["u8", "s8"] and dot.shape.dtype == "s32"
+    assert not module.analyses.fusion_explanations or \
+        not [n for n in module.analyses.fusion_explanations if "QKV projection" in n]
+
+
+def int8_explained(text: str) -> str:
+    module, changed = fused(text)
+    assert not changed and [i.opcode for i in module.entry.instructions if i.opcode in ("dot", "fusion")] == \
+        ["dot", "fusion"]
+    (line,) = [n for n in module.analyses.fusion_explanations if "QKV projection" in n]
+    assert line.startswith("%qkv -> %fusion.a: the QKV projection is not computed in the attention kernel")
+    return line
+
+
+def test_mixed_quantization_keeps_the_int8_projection_stored():
+    line = int8_explained(int8_encoder(v_float=True))
+    assert "mixed quantization: only q and k computed from the int8 projection" in line
+
+
+def test_an_int8_projection_is_refused_as_the_float_one_is():
+    assert "a causal attention (encoder self-attention only)" in int8_explained(int8_encoder(causal=True))
+    seq = MAX_QKV_SEQ + 16
+    line = int8_explained(int8_encoder(seq=seq))
     assert f"{seq} queries span 2 query blocks of at most {MAX_QKV_SEQ}" in line
     assert f"{2 * seq * 16 * (8 + 8):,} FLOPs more per (batch, head)" in line
