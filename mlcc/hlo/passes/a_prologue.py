@@ -61,14 +61,16 @@ def picked_rows_chain(dot: Instruction, p: Instruction) -> tuple[list[Instructio
     return chain, None
 
 
-def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruction], str | None]:
+def norm_prologue_chain(dot: Instruction, p: Instruction,
+                        twins: tuple[Instruction, ...] = ()) -> tuple[list[Instruction], str | None]:
     """The views from the dot's lhs p down to the row norm they show (the norm last), which the dot's kernel
     may apply as it loads its A tiles, computing each row's statistics in a first pass over the tile (so the
     normalized activations never reach memory). Refused (with why) unless the dot has no batch dims and
     contracts the lhs's last dim alone, the norm normalizes its last dim alone, of a static length (rows longer
     than MAX_NORM_ROW, which no K tile holds, get a statistics loop before the K loop), every view is a
     row-major reshape (so the dot's rows are the norm's rows, flat; their number may be symbolic), and
-    no one but the dot reads the norm or its views."""
+    no one but the dot (and twins: a gated MLP's second dot on the same lhs, loading the same A tiles) reads
+    the norm or its views."""
     if dot.attrs["lhs_batch_dims"] or list(dot.attrs["lhs_contracting_dims"]) != [p.shape.rank - 1]:
         return [], "the dot has batch dims or does not contract its lhs's last dim alone"
     chain = [p]
@@ -86,7 +88,7 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     for a, b in zip(chain, chain[1:]):
         if any(u is not a for u in b.users):
             return [], f"%{b.name} has users other than the dot's lhs"
-    if any(u is not dot for u in p.users):
+    if any(u is not dot and all(u is not t for t in twins) for u in p.users):
         return [], f"%{p.name} has users other than the dot"
     return chain, None
 

@@ -299,6 +299,20 @@ def _second_dot(group: Group, p: Instruction) -> str | None:
     return None
 
 
+def _gated_twin(dot: Instruction, p: Instruction) -> Instruction | None:
+    """The other dot reading dot's normalized lhs p when it is that norm's only other reader and a twin the
+    output tile may hold next to dot (a gated MLP's gate beside its up projection: _second_dot), if any."""
+    others = [u for u in p.users if u is not dot]
+    if norm_below(p) is None or len(others) != 1 or others[0].opcode != "dot" or others[0].operands[0] is not p:
+        return None
+    twin = others[0]
+    a, b = twin.operands[1].shape, dot.operands[1].shape
+    if twin.attrs != dot.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
+            or tuple(twin.shape.dims) != tuple(dot.shape.dims) or twin.shape.dtype != dot.shape.dtype:
+        return None
+    return twin
+
+
 def _computed(w: Instruction) -> bool:
     """A dot's weight is computed by some op (a dequantization), not read as it is stored (through views)."""
     while w.opcode in ("bitcast", "reshape"):
@@ -378,6 +392,7 @@ class Fusion(Pass):
     def _form_groups(self, comp: Computation) -> list[Group]:
         owner: dict[int, Group] = {}
         groups: list[Group] = []
+        pending: dict[int, tuple[Instruction, Instruction, str]] = {}  # norms a dot and its gated twin may share
         outputs = set()
         if comp.root is not None and comp.root.opcode == "tuple":
             outputs = {id(o) for o in comp.root.operands}
@@ -416,9 +431,26 @@ class Fusion(Pass):
                     if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
                             norm_below(p) is not None or picked_rows(p) is not None or quant):
                         reason = (self._quantize_prologue if quant else self._norm_prologue)(group, p, owner, outputs)
+                        if reason is not None and not quant and _gated_twin(inst, p) is not None:
+                            pending[id(p)] = (p, inst, reason)  # decided again once the gated twin joins
+                            continue
+                        if reason is None and group.second is not None:  # the twin, visited first, called it read as is
+                            stale = f"%{p.name} -> %{group.second.name}: "
+                            self.explanations = [e for e in self.explanations if not e.startswith(stale)]
                         if reason is not None:
                             what = "quantized" if quant else "normalized"
                             self._explain(p, inst, f"not {what} in the dot's A-tile loads: {reason}")
+                        continue
+                    if i == 0 and group.second is inst and group.contains(p):
+                        continue  # a gated twin's lhs, normalized as the shared A tiles load
+                    if i == 0 and group.second is inst and id(p) in pending and p is group.heavy.operands[0]:
+                        # a gated MLP's twin dot on the same normalized lhs: both apply the norm as they load it
+                        _, heavy, _ = pending.pop(id(p))
+                        reason = self._norm_prologue(group, p, owner, outputs)
+                        if reason is not None:
+                            self._explain(p, heavy, f"not normalized in the dot's A-tile loads: {reason}")
+                            self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
+                                                   "(no prologue fusion into its operand loads)")
                         continue
                     if inst.opcode == "dot" and i == 1:
                         reason = self._weight_prologue(group, p, owner, outputs, inst)
@@ -436,6 +468,8 @@ class Fusion(Pass):
                 reason = self._try_merge(group, p, owner, outputs)
                 if reason is not None:
                     self._explain(p, inst, reason)
+        for p, dot, reason in pending.values():  # the gated twin never joined the dot's fusion
+            self._explain(p, dot, f"not normalized in the dot's A-tile loads: {reason}")
         return groups
 
     def _try_merge(self, group: Group, p: Instruction, owner: dict[int, Group], outputs: set[int]) -> str | None:
@@ -558,10 +592,14 @@ class Fusion(Pass):
         """Merge the row norm the dot's lhs p is a view of into the group, applied as the kernel loads its A
         tiles, or say why not (see norm_prologue_chain); the norm's cheap operands (its scale and bias
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
-        if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
+        twin = group.second is not None and group.second.opcode == "dot" and group.second.operands[0] is p \
+            and norm_below(p) is not None  # a gated MLP's gate and up projections: one A tile for both
+        if group.kind != "output" or (group.second is not None and not twin) or group.norm is not None \
+                or group.prologue:
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
         # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
-        chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
+        chain, why = norm_prologue_chain(group.heavy, p, (group.second,) if twin else ()) if picked_rows(p) is None \
+            else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why
         if any(id(m) in owner or id(m) in outputs for m in chain):
