@@ -313,6 +313,27 @@ def _gated_twin(dot: Instruction, p: Instruction) -> Instruction | None:
     return twin
 
 
+def _twin_reads(group: Group, trial: Group, norm: Instruction, ranges: Ranges) -> set[int]:
+    """The buffers a gated pair's kernel normalizing its A tiles (trial: the group with the norm's chain) will
+    read once the rest joins: its input where recomputed in the loads (a decode step's residual stream, from
+    its embedding row and the GEMM outputs added to it) and both weights where dequantized in their loads
+    (packed bytes, scales, zero points) count by what they read."""
+    x = norm.operands[0]
+    weights = [d.operands[1] for d in (group.heavy, group.second) if _computed(d.operands[1])]
+    reads = {id(v) for v in _operands_outside(trial) if v is not x and all(v is not w for w in weights)}
+    work, seen = [(x, False)] + [(w, True) for w in weights], set()
+    while work:
+        v, weight = work.pop()
+        if id(v) in seen or (v.opcode == "constant" and "ref" not in v.attrs) or trial.contains(v):
+            continue
+        seen.add(id(v))
+        if v.opcode not in NO_KERNEL and (weight or v.opcode in LOOP_OPS and _cheap(v, ranges)):
+            work.extend((o, weight) for o in v.operands)
+        else:
+            reads.add(id(v))
+    return reads
+
+
 def _computed(w: Instruction) -> bool:
     """A dot's weight is computed by some op (a dequantization), not read as it is stored (through views)."""
     while w.opcode in ("bitcast", "reshape"):
@@ -595,7 +616,7 @@ class Fusion(Pass):
         twin = group.second is not None and group.second.opcode == "dot" and group.second.operands[0] is p \
             and norm_below(p) is not None  # a gated MLP's gate and up projections: one A tile for both
         if group.kind != "output" or (group.second is not None and not twin) or group.norm is not None \
-                or group.prologue:
+                or group.prologue and not twin:  # (a twin's weight prologues are counted in _twin_reads)
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
         # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
         chain, why = norm_prologue_chain(group.heavy, p, (group.second,) if twin else ()) if picked_rows(p) is None \
@@ -608,6 +629,9 @@ class Fusion(Pass):
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
         norm = chain[-1]
+        if twin and len(_twin_reads(group, trial, norm, self.ranges)) > MAX_PARAMETERS:
+            return f"with the norm's input computed in the loads as well as both dots' weights the kernel would read " \
+                   f"more than {MAX_PARAMETERS} buffers"
         for m in chain:
             group.members.append(m)
             owner[id(m)] = group
