@@ -225,3 +225,39 @@ def test_a_gated_pair_normalizes_the_a_tiles_both_dots_share(norm, row, stats, g
     y = _normalized(x64, [p.astype(np.float64) for p in params], norm)
     gate, up = y @ wg.astype(np.float64), y @ wu.astype(np.float64)
     np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, *TOL["f32"])
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+@pytest.mark.parametrize("moments", ["mean-m2", "squares"])
+def test_a_split_k_reduction_stores_its_rows_statistics_with_its_result(moments, gpu_tiles):
+    # the sum of a split-K GEMM's 3 K slices plus the residual (LLaMA's MLP down projection), [ROWS, ROW], with
+    # its rows' partials: each program's BLOCK_O outputs are whole partials, even where the reduction is long
+    # (BLOCK_R would otherwise leave a program fewer than 64 outputs)
+    stats = f"f32[{ROWS},{ROW // 64},2]{{2,1,0}}" if moments == "mean-m2" else f"f32[{ROWS},{ROW // 64}]{{1,0}}"
+    for slices in (3, 300):
+        inst = fusion(f"""
+%fused {{
+  %p0 = f32[{ROWS},{ROW}]{{1,0}} parameter(0)
+  %p1 = f32[{slices},{ROWS},{ROW}]{{2,1,0}} parameter(1)
+  %sum = f32[{ROWS},{ROW}]{{1,0}} reduce(%p1), dimensions={{0}}, kind=add
+  %h = f32[{ROWS},{ROW}]{{1,0}} add(%p0, %sum)
+  %s = {stats} row-stats(%h), dimensions={{1}}, part=64, moments={moments}
+  ROOT %t = (f32[{ROWS},{ROW}]{{1,0}}, {stats}) tuple(%h, %s)
+}}
+ENTRY %main {{
+  %r = f32[{ROWS},{ROW}]{{1,0}} parameter(0)
+  %p = f32[{slices},{ROWS},{ROW}]{{2,1,0}} parameter(1)
+  ROOT %f = (f32[{ROWS},{ROW}]{{1,0}}, {stats}) fusion(%r, %p), kind=input, calls=%fused
+}}
+""")
+        kernel = lower(inst, "k")
+        config = kernel.gpu if gpu_tiles else kernel.interpreter
+        assert config.constexprs["BLOCK_O"] % 64 == 0
+        rng = np.random.default_rng(10)
+        r = (3 + rng.standard_normal((ROWS, ROW))).astype(np.float32)
+        p = rng.standard_normal((slices, ROWS, ROW)).astype(np.float32)
+        h, got = run_kernel(kernel, inst, [r, p], config)
+        want = r.astype(np.float64) + p.astype(np.float64).sum(0)
+        np.testing.assert_allclose(h, want, rtol=1e-4, atol=1e-3)
+        partials = _partials(h.astype(np.float64), "layer-norm" if moments == "mean-m2" else "rms-norm")
+        np.testing.assert_allclose(got, partials, rtol=1e-4, atol=1e-3)
