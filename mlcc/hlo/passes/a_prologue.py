@@ -4,7 +4,8 @@ as it loads its A tiles, so their results never reach memory:
   most MAX_NORM_ROW elements) the tile spans whole rows and the row statistics come from a first pass over it;
   longer rows (hidden 512..4096) take a statistics loop over the program's rows before the K loop (sums of
   squares for rms-norm, per-tile means and M2 combined by Chan's formula for layer-norm, in f32), and each A
-  tile is normalized as it loads;
+  tile is normalized as it loads; a gated MLP's gate and up dots (one output tile, two accumulators) share
+  the normalized A tile (fusion.py's twin: norm_prologue_chain's twins);
 - a gather or slice picking rows by constant indices (picked_rows_chain): read in place;
 - a dynamic quantization (DynamicQuantizeLinear: quantized_rows_cone): the u8 tile computed elementwise
   from the float activation and its scale and zero point, which come from the activation's min and max;

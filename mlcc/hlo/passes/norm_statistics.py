@@ -28,7 +28,10 @@ instead of a second pass over the row.
 
 Taken when the norm's input is an output fusion's only result, at its one dot's output coordinates with the
 rows its dot's columns (no batch dims, one rhs free dim last), row-major, rows a multiple of PART, and the
-consumers read at most MAX_PARAMETERS buffers with the statistics. Refusals are explained
+consumers read at most MAX_PARAMETERS buffers with the statistics. Or when it is an input fusion's only
+result, one reduce and an elementwise epilogue: the sum of a split-K GEMM's K slices plus the residual
+(mlcc/hlo/passes/split_k.py; LLaMA's MLP down projection at hidden 512), whose kernel numbers its outputs by
+rows (operand and result row-major), so a program's BLOCK_O outputs, a multiple of PART, are whole partials. Refusals are explained
 (`--explain-fusion`: `row statistics not computed by the producer: ...`); the GEMM then computes them itself.
 """
 
