@@ -31,8 +31,9 @@ rows its dot's columns (no batch dims, one rhs free dim last), row-major, rows a
 consumers read at most MAX_PARAMETERS buffers with the statistics. Or when it is an input fusion's only
 result, one reduce and an elementwise epilogue: the sum of a split-K GEMM's K slices plus the residual
 (mlcc/hlo/passes/split_k.py; LLaMA's MLP down projection at hidden 512), whose kernel numbers its outputs by
-rows (operand and result row-major), so a program's BLOCK_O outputs, a multiple of PART, are whole partials. Refusals are explained
-(`--explain-fusion`: `row statistics not computed by the producer: ...`); the GEMM then computes them itself.
+rows (a static row-major operand reduced over leading or trailing dims, a row-major result), so a program's
+BLOCK_O outputs, a multiple of PART, are whole partials. Refusals are explained (`--explain-fusion`: `row
+statistics not computed by the producer: ...`); the GEMM then computes them itself.
 """
 
 from __future__ import annotations
@@ -149,8 +150,9 @@ def producer_refusal(producer: Instruction, norm: Instruction) -> str | None:
 def _reduction_refusal(producer: Instruction, norm: Instruction) -> str | None:
     """Why an input fusion computing a norm's input cannot store its rows' statistics too, if so: it must be
     a reduce (a split-K GEMM's sum of its K slices' partials) with an elementwise epilogue (the residual add)
-    whose kernel numbers its outputs row-major (operand and result row-major), so a program's BLOCK_O outputs
-    (a multiple of PART: templates/reduce.py.jinja) are whole partials."""
+    whose kernel numbers its outputs row-major (a static row-major operand reduced over its leading or its
+    trailing dims, so the kept ones are one run of strides; a row-major result), so a program's BLOCK_O
+    outputs (a multiple of PART: templates/reduce.py.jinja) are whole partials."""
     if producer.shape.is_tuple:
         return "the reduction already returns several results"
     body = producer.called
@@ -160,7 +162,10 @@ def _reduction_refusal(producer: Instruction, norm: Instruction) -> str | None:
     reduce, root = heavy[0], body.root
     if tuple(root.shape.dims) != tuple(reduce.shape.dims) or root.shape.dtype not in FLOATS:
         return "the reduction's result is not a float value at the reduce's output coordinates"
-    if not (root.shape.is_row_major() and reduce.operands[0].shape.is_row_major()):
+    x = reduce.operands[0].shape
+    reduced = sorted(reduce.attrs["dimensions"])
+    ends = (list(range(len(reduced))), list(range(x.rank - len(reduced), x.rank)))
+    if not (root.shape.is_row_major() and x.is_row_major() and x.is_static and reduced in ends):
         return "the reduction's operand or result is not row-major (its outputs are not numbered by rows)"
     row = int(norm.shape.dims[-1])
     if root.shape.rank == 0 or root.shape.dims[-1] != row or row % PART:

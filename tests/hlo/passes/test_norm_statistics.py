@@ -207,3 +207,14 @@ def test_a_reduction_whose_outputs_are_not_numbered_by_rows_is_explained():
     assert not changed
     assert "%h -> %fusion.q: row statistics not computed by the producer: the reduction's operand or result is " \
            "not row-major (its outputs are not numbered by rows)" in module.analyses.fusion_explanations
+
+
+def test_a_reduction_over_a_middle_dim_is_explained():
+    # the K slices between the rows and the columns ([1,16,4,512] summed over dim 2): the kept dims are not one
+    # run of strides, so the kernel's consecutive outputs are not a row's
+    text = SPLIT_K.replace("f32[4,1,16,512]", "f32[1,16,4,512]").replace("dimensions={0}, kind=add",
+                                                                       "dimensions={2}, kind=add")
+    changed, module = run(NormStatistics(), text)
+    assert not changed
+    assert "%h -> %fusion.q: row statistics not computed by the producer: the reduction's operand or result is " \
+           "not row-major (its outputs are not numbered by rows)" in module.analyses.fusion_explanations
