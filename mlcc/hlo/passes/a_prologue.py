@@ -15,7 +15,7 @@ as it loads its A tiles, so their results never reach memory:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mlcc.hlo.ir import Instruction
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
@@ -92,6 +92,43 @@ def norm_prologue_chain(dot: Instruction, p: Instruction,
     if any(u is not dot and all(u is not t for t in twins) for u in p.users):
         return [], f"%{p.name} has users other than the dot"
     return chain, None
+
+
+def gated_twin(dot: Instruction, p: Instruction) -> Instruction | None:
+    """The other dot reading dot's normalized lhs p when it is that norm's only other reader and a twin an
+    output tile may hold next to dot (a gated MLP's gate beside its up projection: fusion.py's _second_dot)."""
+    others = [u for u in p.users if u is not dot]
+    if norm_below(p) is None or len(others) != 1 or others[0].opcode != "dot" or others[0].operands[0] is not p:
+        return None
+    twin = others[0]
+    a, b = twin.operands[1].shape, dot.operands[1].shape
+    if twin.attrs != dot.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
+            or tuple(twin.shape.dims) != tuple(dot.shape.dims) or twin.shape.dtype != dot.shape.dtype:
+        return None
+    return twin
+
+
+NO_KERNEL = ops_with("no_kernel") - ops_with("loop_fusible")  # arguments and constants: read as they are
+
+
+def prologue_reads(outside: Sequence[Instruction], x: Instruction, weights: Sequence[Instruction],
+                   inside: Callable[[Instruction], bool], recomputed: Callable[[Instruction], bool]) -> set[int]:
+    """The buffers (ids) a gated pair's kernel normalizing its A tiles reads once its prologues join: what its
+    members read now (outside) but the norm's input x and the weights, x's own reads where x is recomputed in
+    the loads (a decode step's residual stream, from its embedding row and the GEMM outputs added to it), and
+    each weight's where it is dequantized in its loads (packed bytes, scales, zero points)."""
+    reads = {id(v) for v in outside if v is not x and all(v is not w for w in weights)}
+    work, seen = [(x, False)] + [(w, True) for w in weights], set()
+    while work:
+        v, weight = work.pop()
+        if id(v) in seen or (v.opcode == "constant" and "ref" not in v.attrs) or inside(v):
+            continue
+        seen.add(id(v))
+        if v.opcode not in NO_KERNEL and (weight or recomputed(v)):
+            work.extend((o, weight) for o in v.operands)
+        else:
+            reads.add(id(v))
+    return reads
 
 
 MAX_STATS_ELEMENTS = 1 << 16  # every program of the dot reads the whole activation for its min and max

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
-from mlcc.hlo.passes.a_prologue import (norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
-                                       quantize_prologue_members, quantized_rows)
+from mlcc.hlo.passes.a_prologue import (gated_twin, norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
+                                       prologue_reads, quantize_prologue_members, quantized_rows)
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.unfused import unfused_stats
 from mlcc.hlo.traffic import Ranges
@@ -299,41 +299,6 @@ def _second_dot(group: Group, p: Instruction) -> str | None:
     return None
 
 
-def _gated_twin(dot: Instruction, p: Instruction) -> Instruction | None:
-    """The other dot reading dot's normalized lhs p when it is that norm's only other reader and a twin the
-    output tile may hold next to dot (a gated MLP's gate beside its up projection: _second_dot), if any."""
-    others = [u for u in p.users if u is not dot]
-    if norm_below(p) is None or len(others) != 1 or others[0].opcode != "dot" or others[0].operands[0] is not p:
-        return None
-    twin = others[0]
-    a, b = twin.operands[1].shape, dot.operands[1].shape
-    if twin.attrs != dot.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
-            or tuple(twin.shape.dims) != tuple(dot.shape.dims) or twin.shape.dtype != dot.shape.dtype:
-        return None
-    return twin
-
-
-def _twin_reads(group: Group, trial: Group, norm: Instruction, ranges: Ranges) -> set[int]:
-    """The buffers a gated pair's kernel normalizing its A tiles (trial: the group with the norm's chain) will
-    read once the rest joins: its input where recomputed in the loads (a decode step's residual stream, from
-    its embedding row and the GEMM outputs added to it) and both weights where dequantized in their loads
-    (packed bytes, scales, zero points) count by what they read."""
-    x = norm.operands[0]
-    weights = [d.operands[1] for d in (group.heavy, group.second) if _computed(d.operands[1])]
-    reads = {id(v) for v in _operands_outside(trial) if v is not x and all(v is not w for w in weights)}
-    work, seen = [(x, False)] + [(w, True) for w in weights], set()
-    while work:
-        v, weight = work.pop()
-        if id(v) in seen or (v.opcode == "constant" and "ref" not in v.attrs) or trial.contains(v):
-            continue
-        seen.add(id(v))
-        if v.opcode not in NO_KERNEL and (weight or v.opcode in LOOP_OPS and _cheap(v, ranges)):
-            work.extend((o, weight) for o in v.operands)
-        else:
-            reads.add(id(v))
-    return reads
-
-
 def _computed(w: Instruction) -> bool:
     """A dot's weight is computed by some op (a dequantization), not read as it is stored (through views)."""
     while w.opcode in ("bitcast", "reshape"):
@@ -452,7 +417,7 @@ class Fusion(Pass):
                     if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
                             norm_below(p) is not None or picked_rows(p) is not None or quant):
                         reason = (self._quantize_prologue if quant else self._norm_prologue)(group, p, owner, outputs)
-                        if reason is not None and not quant and _gated_twin(inst, p) is not None:
+                        if reason is not None and not quant and gated_twin(inst, p) is not None:
                             pending[id(p)] = (p, inst, reason)  # decided again once the gated twin joins
                             continue
                         if reason is None and group.second is not None:  # the twin, visited first, called it read as is
@@ -468,11 +433,9 @@ class Fusion(Pass):
                         # a gated MLP's twin dot on the same normalized lhs: both apply the norm as they load it
                         _, heavy, _ = pending.pop(id(p))
                         reason = self._norm_prologue(group, p, owner, outputs)
-                        if reason is not None:
-                            self._explain(p, heavy, f"not normalized in the dot's A-tile loads: {reason}")
-                            self._explain(p, inst, f"{inst.opcode} operands are read from memory as they are "
-                                                   "(no prologue fusion into its operand loads)")
-                        continue
+                        if reason is None:
+                            continue
+                        self._explain(p, heavy, f"not normalized in the dot's A-tile loads: {reason}")
                     if inst.opcode == "dot" and i == 1:
                         reason = self._weight_prologue(group, p, owner, outputs, inst)
                         if reason is not None:
@@ -616,7 +579,7 @@ class Fusion(Pass):
         twin = group.second is not None and group.second.opcode == "dot" and group.second.operands[0] is p \
             and norm_below(p) is not None  # a gated MLP's gate and up projections: one A tile for both
         if group.kind != "output" or (group.second is not None and not twin) or group.norm is not None \
-                or group.prologue and not twin:  # (a twin's weight prologues are counted in _twin_reads)
+                or group.prologue and not twin:  # (a twin's weight prologues: counted in prologue_reads)
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
         # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
         chain, why = norm_prologue_chain(group.heavy, p, (group.second,) if twin else ()) if picked_rows(p) is None \
@@ -629,7 +592,9 @@ class Fusion(Pass):
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
         norm = chain[-1]
-        if twin and len(_twin_reads(group, trial, norm, self.ranges)) > MAX_PARAMETERS:
+        weights = [d.operands[1] for d in (group.heavy, group.second) if twin and _computed(d.operands[1])]
+        if twin and len(prologue_reads(_operands_outside(trial), norm.operands[0], weights, trial.contains,
+                                       lambda v: v.opcode in LOOP_OPS and _cheap(v, self.ranges))) > MAX_PARAMETERS:
             return f"with the norm's input computed in the loads as well as both dots' weights the kernel would read " \
                    f"more than {MAX_PARAMETERS} buffers"
         for m in chain:
