@@ -97,3 +97,56 @@ def test_a_norm_whose_input_no_gemm_computes_says_why_its_statistics_are_not_sto
     r = mlcc.compile(path, tmp_path / "b", targets=[], cache_dir="")
     assert "%add -> %fusion.dot.2: row statistics not computed by the producer: the norm's input comes from a " \
            "kernel of its own (add), not a GEMM's epilogue" in r.fusion_explanations
+
+
+def llama_mlp_block(tmp_path) -> str:
+    """LLaMA's MLP at hidden 512 and the next layer's attention norm: n = rms(x), h = x + (silu(n @ wg) * (n @ wu))
+    @ wd (a model output), then q = rms(h) @ wq."""
+    rng = np.random.default_rng(11)
+
+    def weight(*shape):
+        return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+    arrays = {"g1": (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32), "wg": weight(HIDDEN, 2 * HIDDEN),
+              "wu": weight(HIDDEN, 2 * HIDDEN), "wd": weight(2 * HIDDEN, HIDDEN),
+              "g2": (1 + 0.1 * rng.standard_normal(HIDDEN)).astype(np.float32), "wq": weight(HIDDEN, HEAD)}
+    nodes = [helper.make_node("RMSNormalization", ["x", "g1"], ["n"], axis=-1, epsilon=1e-6),
+             helper.make_node("MatMul", ["n", "wg"], ["gate"]), helper.make_node("MatMul", ["n", "wu"], ["up"]),
+             helper.make_node("Sigmoid", ["gate"], ["sig"]), helper.make_node("Mul", ["gate", "sig"], ["silu"]),
+             helper.make_node("Mul", ["silu", "up"], ["gated"]), helper.make_node("MatMul", ["gated", "wd"], ["down"]),
+             helper.make_node("Add", ["x", "down"], ["h"]),
+             helper.make_node("RMSNormalization", ["h", "g2"], ["n2"], axis=-1, epsilon=1e-6),
+             helper.make_node("MatMul", ["n2", "wq"], ["q"])]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(
+        nodes, "llama_mlp", [value("x", TensorProto.FLOAT, [1, SEQ, HIDDEN])],
+        [value("h", TensorProto.FLOAT, [1, SEQ, HIDDEN]), value("q", TensorProto.FLOAT, [1, SEQ, HEAD])],
+        [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    path = tmp_path / "llama_mlp.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("device, target", [("cpu", "none"), ("sim:sm_90", "sm_90")])
+def test_llamas_mlp_norm_is_applied_in_the_gated_gemm_and_the_split_k_sum_stores_the_next_norms_statistics(
+        tmp_path, device, target):
+    path = llama_mlp_block(tmp_path)
+    r = mlcc.compile(path, tmp_path / "b", targets=[] if target == "none" else [target], cache_dir="")
+    manifest = json.loads((r.out_dir / "manifest.json").read_text())
+    kernels = {k["name"]: k for k in manifest["kernels"]}
+    steps = manifest["schedule"]
+    # the gate | up GEMM normalizing its A tiles (a statistics loop: x is a model input), the down projection's
+    # K slices, their sum plus the residual storing h's partials, the q GEMM reading them: no norm kernel
+    assert [kernels[s["kernel"]]["template"] for s in steps] == ["matmul.py.jinja", "matmul.py.jinja",
+                                                                  "reduce.py.jinja", "matmul.py.jinja"]
+    sources = [(r.out_dir / kernels[s["kernel"]]["source"]).read_text() for s in steps]
+    assert sources[0].count(f"for k_start in range(0, {HIDDEN}, BLOCK_K)") == 2 and "acc_1" in sources[0]
+    stats = SEQ * (HIDDEN // 64) * 4
+    assert steps[2]["bytes_written"] == SEQ * HIDDEN * 4 + stats and "tl.store(out1" in sources[2]
+    assert sources[3].count(f"for k_start in range(0, {HIDDEN}, BLOCK_K)") == 1 and "s_squares" in sources[3]
+    inputs = {"x": np.random.default_rng(12).standard_normal((1, SEQ, HIDDEN)).astype(np.float32)}
+    want = dict(zip(("h", "q"), ort.InferenceSession(path).run(None, inputs)))
+    got = mlcc.load(r.out_dir, device=device).run(inputs)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-4, err_msg=name)

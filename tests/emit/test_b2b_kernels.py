@@ -165,6 +165,43 @@ def test_gated_silu_mlp_then_residual_and_rms_norm_of_the_output_rows(gpu_tiles)
     check(inst, gpu_tiles)
 
 
+NORMED_GATED = f"""
+%fused {{
+  %p0 = f32[24,32]{{1,0}} parameter(0)
+  %p1 = f32[32]{{0}} parameter(1)
+  %p2 = f32[32,96]{{1,0}} parameter(2)
+  %p3 = f32[32,96]{{1,0}} parameter(3)
+  %p4 = f32[96,32]{{1,0}} parameter(4)
+  %n = f32[24,32]{{1,0}} rms-norm(%p0, %p1), dimensions={{1}}, epsilon=1e-6
+  %gate = f32[24,96]{{1,0}} dot(%n, %p2), {DOTS}
+  %s = f32[24,96]{{1,0}} logistic(%gate)
+  %silu = f32[24,96]{{1,0}} multiply(%gate, %s)
+  %up = f32[24,96]{{1,0}} dot(%n, %p3), {DOTS}
+  %h = f32[24,96]{{1,0}} multiply(%silu, %up)
+  %d2 = f32[24,32]{{1,0}} dot(%h, %p4), {DOTS}
+  ROOT %x = f32[24,32]{{1,0}} add(%d2, %p0)
+}}
+ENTRY %main {{
+  %a = f32[24,32]{{1,0}} parameter(0)
+  %scale = f32[32]{{0}} parameter(1)
+  %wg = f32[32,96]{{1,0}} parameter(2)
+  %wu = f32[32,96]{{1,0}} parameter(3)
+  %wd = f32[96,32]{{1,0}} parameter(4)
+  ROOT %f = f32[24,32]{{1,0}} fusion(%a, %scale, %wg, %wu, %wd), kind=b2b, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+def test_gated_silu_mlp_normalizing_its_shared_a_tiles_then_the_residual(gpu_tiles):
+    # a tiny LLaMA's whole MLP: the post-attention RMSNorm applied as gate and up load their one A tile, the
+    # down projection and the residual (the norm's own input) in the epilogue
+    inst = fusion(NORMED_GATED)
+    kernel = lower(inst, "k")
+    assert kernel.gpu.constexprs["BLOCK_K"] >= 32 and "acc1_1" in kernel.source  # one K step, two accumulators
+    check(inst, gpu_tiles)
+
+
 def _dequantized(name: str, q: str, s: str, n: int, k: int, t: str) -> str:
     """A [n, k] weight (its rhs contracting dim last) from 4-bit values packed two to a byte along k (low nibble
     first) with a scale per block of 32 and the symmetric zero point 8, as MatMulNBits imports."""

@@ -164,3 +164,100 @@ def test_a_gemm_storing_row_statistics_gets_tiles_of_whole_partials():
         assert all(c.constexprs["BLOCK_N"] % 64 == 0 for c in matmul_candidates(problem, target))
     assert "a multiple of 64" in _matmul_check(problem, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8})
     assert _matmul_check(problem, {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}) is None
+
+
+def _gated_norm_gemm(norm: str, stats: bool, row: int) -> str:
+    """A gated MLP's first GEMM on normalized rows: silu(n @ wg) * (n @ wu), n the [ROWS, row] rows normalized
+    (their statistics given as partials with ``stats``); the gate and up dots share the normalized A tiles."""
+    lay = norm == "layer-norm"
+    shape = f"f32[{ROWS},{row // 64}{',2' if lay else ''}]{{{'2,1,0' if lay else '1,0'}}}"
+    w = 3 if lay else 2
+    decl = "\n".join(f"  %p{i} = f32[{row}]{{0}} parameter({i})" for i in range(1, w))
+    entry = "\n".join(f"  %e{i} = f32[{row}]{{0}} parameter({i})" for i in range(1, w))
+    extra = f"\n  %p{w + 2} = {shape} parameter({w + 2})" if stats else ""
+    extra_entry = f"\n  %e{w + 2} = {shape} parameter({w + 2})" if stats else ""
+    ops = ", ".join([f"%p{i}" for i in range(w)] + ([f"%p{w + 2}"] if stats else []))
+    reads = ", ".join(f"%e{i}" for i in range(w + 3 if stats else w + 2))
+    out = f"f32[{ROWS},{N}]{{1,0}}"
+    dims = "lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+    return f"""
+%fused {{
+  %p0 = f32[{ROWS},{row}]{{1,0}} parameter(0)
+{decl}
+  %p{w} = f32[{row},{N}]{{1,0}} parameter({w})
+  %p{w + 1} = f32[{row},{N}]{{1,0}} parameter({w + 1}){extra}
+  %n = f32[{ROWS},{row}]{{1,0}} {norm}({ops}), dimensions={{1}}, epsilon=1e-05
+  %gate = {out} dot(%n, %p{w}), {dims}
+  %sig = {out} logistic(%gate)
+  %silu = {out} multiply(%gate, %sig)
+  %up = {out} dot(%n, %p{w + 1}), {dims}
+  ROOT %h = {out} multiply(%silu, %up)
+}}
+ENTRY %main {{
+  %e0 = f32[{ROWS},{row}]{{1,0}} parameter(0)
+{entry}
+  %e{w} = f32[{row},{N}]{{1,0}} parameter({w})
+  %e{w + 1} = f32[{row},{N}]{{1,0}} parameter({w + 1}){extra_entry}
+  ROOT %f = {out} fusion({reads}), kind=output, calls=%fused
+}}
+"""
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+@pytest.mark.parametrize("row, stats", [(ROW, False), (ROW, True), (64, False)])
+@pytest.mark.parametrize("norm", ["layer-norm", "rms-norm"])
+def test_a_gated_pair_normalizes_the_a_tiles_both_dots_share(norm, row, stats, gpu_tiles):
+    # LLaMA's MLP norm applied in its gate | up GEMM's A loads: rows longer than a K tile take the statistics
+    # loop (or the producer's partials), a 64-element row one K tile; one normalized A tile feeds both dots
+    inst = fusion(_gated_norm_gemm(norm, stats, row))
+    kernel = lower(inst, "k")
+    config = kernel.gpu if gpu_tiles else kernel.interpreter
+    assert (config.constexprs["BLOCK_K"] < row) == (row > 64)
+    assert kernel.source.count(f"for k_start in range(0, {row}, BLOCK_K)") == (2 if row > 64 and not stats else 1)
+    assert "acc_1 = tl.dot(a, b_1, acc_1" in kernel.source
+    rng = np.random.default_rng(9)
+    x = (3 + rng.standard_normal((ROWS, row))).astype(np.float32)
+    params = [(1 + 0.1 * rng.standard_normal(row)).astype(np.float32) for _ in range(2 if norm == "layer-norm" else 1)]
+    wg, wu = ((rng.standard_normal((row, N)) / np.sqrt(row)).astype(np.float32) for _ in range(2))
+    x64 = x.astype(np.float64)
+    inputs = [x, *params, wg, wu] + ([_partials(x64, norm).astype(np.float32)] if stats else [])
+    (got,) = run_kernel(kernel, inst, inputs, config)
+    y = _normalized(x64, [p.astype(np.float64) for p in params], norm)
+    gate, up = y @ wg.astype(np.float64), y @ wu.astype(np.float64)
+    np.testing.assert_allclose(got, gate / (1 + np.exp(-gate)) * up, *TOL["f32"])
+
+
+@pytest.mark.parametrize("gpu_tiles", [False, True])
+@pytest.mark.parametrize("moments", ["mean-m2", "squares"])
+def test_a_split_k_reduction_stores_its_rows_statistics_with_its_result(moments, gpu_tiles):
+    # the sum of a split-K GEMM's 3 K slices plus the residual (LLaMA's MLP down projection), [ROWS, ROW], with
+    # its rows' partials: each program's BLOCK_O outputs are whole partials, even where the reduction is long
+    # (BLOCK_R would otherwise leave a program fewer than 64 outputs)
+    stats = f"f32[{ROWS},{ROW // 64},2]{{2,1,0}}" if moments == "mean-m2" else f"f32[{ROWS},{ROW // 64}]{{1,0}}"
+    for slices in (3, 300):
+        inst = fusion(f"""
+%fused {{
+  %p0 = f32[{ROWS},{ROW}]{{1,0}} parameter(0)
+  %p1 = f32[{slices},{ROWS},{ROW}]{{2,1,0}} parameter(1)
+  %sum = f32[{ROWS},{ROW}]{{1,0}} reduce(%p1), dimensions={{0}}, kind=add
+  %h = f32[{ROWS},{ROW}]{{1,0}} add(%p0, %sum)
+  %s = {stats} row-stats(%h), dimensions={{1}}, part=64, moments={moments}
+  ROOT %t = (f32[{ROWS},{ROW}]{{1,0}}, {stats}) tuple(%h, %s)
+}}
+ENTRY %main {{
+  %r = f32[{ROWS},{ROW}]{{1,0}} parameter(0)
+  %p = f32[{slices},{ROWS},{ROW}]{{2,1,0}} parameter(1)
+  ROOT %f = (f32[{ROWS},{ROW}]{{1,0}}, {stats}) fusion(%r, %p), kind=input, calls=%fused
+}}
+""")
+        kernel = lower(inst, "k")
+        config = kernel.gpu if gpu_tiles else kernel.interpreter
+        assert config.constexprs["BLOCK_O"] % 64 == 0
+        rng = np.random.default_rng(10)
+        r = (3 + rng.standard_normal((ROWS, ROW))).astype(np.float32)
+        p = rng.standard_normal((slices, ROWS, ROW)).astype(np.float32)
+        h, got = run_kernel(kernel, inst, [r, p], config)
+        want = r.astype(np.float64) + p.astype(np.float64).sum(0)
+        np.testing.assert_allclose(h, want, rtol=1e-4, atol=1e-3)
+        partials = _partials(h.astype(np.float64), "layer-norm" if moments == "mean-m2" else "rms-norm")
+        np.testing.assert_allclose(got, partials, rtol=1e-4, atol=1e-3)

@@ -125,16 +125,20 @@ class Operands:
         lhs = read_as_is(heavy.operands[0], inst) if lhs_norm is None else FusedOperand(-1, heavy.operands[0].shape)
         rhs = read_as_is(heavy.operands[1], inst) if weight is None else FusedOperand(-1, weight.shape)
         extra = None
+        # a gated pair's second dot on the lhs the A loads normalize: it multiplies the same normalized A tile
+        twin = second is not None and second.opcode == "dot" and second.operands[0] is heavy.operands[0] \
+            and lhs_norm is not None and lhs_norm.opcode in ROW_NORMS
         if second is not None:
             weight_1 = _computed_weight(second) if weight is not None else None
             rhs_1 = read_as_is(second.operands[1], inst) if weight_1 is None else FusedOperand(-1, weight_1.shape)
-            extra = Second(second, read_as_is(second.operands[0], inst), rhs_1, weight=weight_1)
-        if lhs_norm is not None and (extra is not None
+            lhs_1 = lhs if twin else read_as_is(second.operands[0], inst)
+            extra = Second(second, lhs_1, rhs_1, weight=weight_1)
+        if lhs_norm is not None and (extra is not None and not twin
                                      or norms and _below_views(lhs_norm).opcode != "convert"
                                      or weight is not None and lhs_norm.opcode not in ROW_NORMS):
-            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator or "
-                                   "epilogue norm (only a quantizing one does), and one reading gathered rows or "
-                                   "quantizing them no weight prologue")
+            raise UnsupportedError(f"%{inst.name}: a dot normalizing its A tiles holds no second accumulator "
+                                   "(but a gated twin on the same lhs) or epilogue norm (only a quantizing one "
+                                   "does), and one reading gathered rows or quantizing them no weight prologue")
         # the fusion's result as laid out outside it; a second one (row statistics) _row_stats_result's code stores
         out = inst.shape.elements[0] if inst.shape.is_tuple else inst.shape
         return Operands(heavy, lhs, rhs, out, tuple(op.shape for op in inst.operands), inst, ranges,

@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from mlcc.emit.codegen.coords import (Axis, accumulator_dtype, by_stride, clamp_pow2, highest, is_wide, kernel_dims,
                                       kernel_strides, lowest, merge_axes, numel, upper)
 from mlcc.emit.codegen.indexing import NO_RANGES, Ranges, Size
-from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, needs_int64, packed_value,
-                                     pointer_params, sections_ir)
+from mlcc.emit.codegen.fused import (Lanes, Section, TileEmitter, epilogue, heavy_op, heavy_ops, needs_int64,
+                                     packed_value, pointer_params, result_roots, sections_ir)
 from mlcc.emit.codegen.kernel import (Kernel, LaunchConfig, grid_size, lowering, render, scalar_params, tl_type,
                                       triton_pointer)
 from mlcc.emit.codegen.normalization import ROW_KERNELS
 from mlcc.emit.target.targets import GENERIC, Target
 from mlcc.emit.tiling import Tiling, register_tiling
+from mlcc.errors import UnsupportedError
 from mlcc.hlo.blockquant import PACKED_DTYPE_BITS
 from mlcc.hlo.ir import DTYPE_BYTES, Instruction, is_float
 from mlcc.hlo.opcodes import REDUCE_KINDS
@@ -63,7 +64,8 @@ def _row_launch(num_out: Size, num_red: Size, interpreter: bool, spec: Target = 
                 ranges: Ranges = NO_RANGES, per_byte: int = 1) -> LaunchConfig:
     """A program per BLOCK_O outputs; 256 threads for a big tile, 128 otherwise (num_warps counts spec's
     warps: 64-lane wavefronts on AMD, so half as many there). A packed result (per_byte values a byte): BLOCK_O
-    a multiple of per_byte, so each program stores whole bytes."""
+    a multiple of per_byte, so each program stores whole bytes; so too a result whose rows' statistics the
+    kernel stores (per_byte: the partials' width), so each program holds whole partials."""
     block_o, block_r = _row_tiles(num_out, num_red, interpreter, ranges)
     if block_o < per_byte:
         block_o, block_r = per_byte, max(1, block_r * block_o // per_byte)
@@ -97,6 +99,8 @@ def lower_reduce(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
 def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: Instruction | None) -> Kernel:
     """The kernel of reduce inst, alone or as the heavy op of an input fusion."""
     x, out = inst.operands[0].shape, (fusion or inst).shape
+    if out.is_tuple:  # (the result, its rows' statistics: _row_stats_result)
+        out = out.elements[0]
     packed = packed_value(fusion)
     if packed is not None:  # a 4/2-bit result stored packed: the flat index walks it row-major, a byte per lanes
         out = packed.shape
@@ -121,9 +125,12 @@ def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: I
     prologue = fused_epilogue = None
     wide, flops = is_wide(ranges, x), upper(num_out, ranges) * max(upper(num_red, ranges) - 1, 0)
     shapes = [x, out]
+    row_stats = None
     if fusion is not None:
         params = pointer_params(fusion)
-        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(fusion.shape)]
+        pointers = [triton_pointer(op.shape) for op in fusion.operands] + [triton_pointer(r.shape)
+                                                                           for r in result_roots(fusion)]
+        row_stats = _row_stats_result(fusion, out_axes)
         wide = needs_int64(ranges, fusion, x)
         prologue, fused_epilogue, ops = _fused_sections(inst, fusion, kept, reduced, acc, wide, ranges,
                                                         os if packed is not None else None)
@@ -135,12 +142,13 @@ def reduce_kernel(inst: Instruction, kernel_name: str, ranges: Ranges, fusion: I
                     identity=_identity(combine, x.dtype, acc), acc_type=tl_type(acc), out_type=tl_type(out.dtype),
                     is_float=is_float(x.dtype), num_out=num_out, num_red=num_red, out_axes=out_axes,
                     red_axes=red_axes, bits=8 * DTYPE_BYTES[acc], wide=wide, prologue=prologue,
-                    epilogue=fused_epilogue, per_byte=per_byte,
+                    epilogue=fused_epilogue, per_byte=per_byte, row_stats=row_stats,
                     value_bits=8 // per_byte)
+    whole = per_byte if row_stats is None else max(per_byte, row_stats["part"])  # outputs a program holds together
     return Kernel(kernel_name, "reduce.py.jinja", source, pointers,
-                  gpu=_row_launch(num_out, num_red, interpreter=False, ranges=ranges, per_byte=per_byte),
-                  interpreter=_row_launch(num_out, num_red, interpreter=True, ranges=ranges, per_byte=per_byte),
-                  flops=flops, extra={"problem": _row_problem(num_out, num_red, ranges, per_byte)}, scalars=symbols,
+                  gpu=_row_launch(num_out, num_red, interpreter=False, ranges=ranges, per_byte=whole),
+                  interpreter=_row_launch(num_out, num_red, interpreter=True, ranges=ranges, per_byte=whole),
+                  flops=flops, extra={"problem": _row_problem(num_out, num_red, ranges, whole)}, scalars=symbols,
                   body_ir=sections_ir(prologue=prologue, epilogue=fused_epilogue))
 
 
@@ -168,14 +176,34 @@ def _fused_sections(inst: Instruction, fusion: Instruction, kept: list[int], red
                                       + upper(inst.shape.numel_expr(), ranges) * ops)
 
 
+def _row_stats_result(fusion: Instruction, out_axes: list[Axis]) -> dict | None:
+    """A reduction's second result, the row-stats of its first (mlcc/hlo/passes/norm_statistics.py): the
+    partials of PART consecutive outputs, stored at [flat row, part] (and [.., 2] for mean and M2) of the
+    row-major result out1. The kernel's flat output index must be the result's row-major offset (one merged
+    output axis of stride 1), so PART consecutive outputs are one partial's."""
+    if not fusion.shape.is_tuple:
+        return None
+    roots = result_roots(fusion)
+    stats = roots[-1]
+    if len(roots) != 2 or stats.opcode != "row-stats" or stats.operands[0] is not roots[0] \
+            or not stats.shape.is_row_major() or len(out_axes) != 1 or out_axes[0].strides[1] != 1:
+        raise UnsupportedError(f"%{fusion.name}: a reduction's second result must be the row statistics of its "
+                               "first, whose outputs its kernel numbers row-major")
+    return {"part": int(stats.attrs["part"]), "moments": stats.attrs["moments"]}
+
+
 FUSED_REDUCTIONS = {"reduce": reduce_kernel, **ROW_KERNELS}
 
 
 @lowering("fusion:input")
 def lower_input_fusion(inst: Instruction, kernel_name: str, ranges: Ranges) -> Kernel:
-    """A reduction with the loop ops computing its operands and the elementwise ops on its result."""
-    heavy = heavy_op(inst, FUSED_REDUCTIONS)
-    return FUSED_REDUCTIONS[heavy.opcode](heavy, kernel_name, ranges, inst)
+    """A reduction with the loop ops computing its operands and the elementwise ops on its result (and, a
+    second result, its rows' statistics: _row_stats_result)."""
+    found = heavy_ops(inst, set(FUSED_REDUCTIONS) | {"row-stats"})
+    heavy = [h for h in found if h.opcode != "row-stats"]
+    if len(heavy) != 1:
+        heavy = [heavy_op(inst, FUSED_REDUCTIONS)]  # (raises, naming what it found)
+    return FUSED_REDUCTIONS[heavy[0].opcode](heavy[0], kernel_name, ranges, inst)
 
 
 @lowering("argmax", "argmin")

@@ -4,7 +4,8 @@ as it loads its A tiles, so their results never reach memory:
   most MAX_NORM_ROW elements) the tile spans whole rows and the row statistics come from a first pass over it;
   longer rows (hidden 512..4096) take a statistics loop over the program's rows before the K loop (sums of
   squares for rms-norm, per-tile means and M2 combined by Chan's formula for layer-norm, in f32), and each A
-  tile is normalized as it loads;
+  tile is normalized as it loads; a gated MLP's gate and up dots (one output tile, two accumulators) share
+  the normalized A tile (fusion.py's twin: norm_prologue_chain's twins);
 - a gather or slice picking rows by constant indices (picked_rows_chain): read in place;
 - a dynamic quantization (DynamicQuantizeLinear: quantized_rows_cone): the u8 tile computed elementwise
   from the float activation and its scale and zero point, which come from the activation's min and max;
@@ -14,7 +15,7 @@ as it loads its A tiles, so their results never reach memory:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from mlcc.hlo.ir import Instruction
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
@@ -61,14 +62,16 @@ def picked_rows_chain(dot: Instruction, p: Instruction) -> tuple[list[Instructio
     return chain, None
 
 
-def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruction], str | None]:
+def norm_prologue_chain(dot: Instruction, p: Instruction,
+                        twins: tuple[Instruction, ...] = ()) -> tuple[list[Instruction], str | None]:
     """The views from the dot's lhs p down to the row norm they show (the norm last), which the dot's kernel
     may apply as it loads its A tiles, computing each row's statistics in a first pass over the tile (so the
     normalized activations never reach memory). Refused (with why) unless the dot has no batch dims and
     contracts the lhs's last dim alone, the norm normalizes its last dim alone, of a static length (rows longer
     than MAX_NORM_ROW, which no K tile holds, get a statistics loop before the K loop), every view is a
     row-major reshape (so the dot's rows are the norm's rows, flat; their number may be symbolic), and
-    no one but the dot reads the norm or its views."""
+    no one but the dot (and twins: a gated MLP's second dot on the same lhs, loading the same A tiles) reads
+    the norm or its views."""
     if dot.attrs["lhs_batch_dims"] or list(dot.attrs["lhs_contracting_dims"]) != [p.shape.rank - 1]:
         return [], "the dot has batch dims or does not contract its lhs's last dim alone"
     chain = [p]
@@ -86,9 +89,46 @@ def norm_prologue_chain(dot: Instruction, p: Instruction) -> tuple[list[Instruct
     for a, b in zip(chain, chain[1:]):
         if any(u is not a for u in b.users):
             return [], f"%{b.name} has users other than the dot's lhs"
-    if any(u is not dot for u in p.users):
+    if any(u is not dot and all(u is not t for t in twins) for u in p.users):
         return [], f"%{p.name} has users other than the dot"
     return chain, None
+
+
+def gated_twin(dot: Instruction, p: Instruction) -> Instruction | None:
+    """The other dot reading dot's normalized lhs p when it is that norm's only other reader and a twin an
+    output tile may hold next to dot (a gated MLP's gate beside its up projection: fusion.py's _second_dot)."""
+    others = [u for u in p.users if u is not dot]
+    if norm_below(p) is None or len(others) != 1 or others[0].opcode != "dot" or others[0].operands[0] is not p:
+        return None
+    twin = others[0]
+    a, b = twin.operands[1].shape, dot.operands[1].shape
+    if twin.attrs != dot.attrs or (a.dtype, tuple(a.dims), a.layout) != (b.dtype, tuple(b.dims), b.layout) \
+            or tuple(twin.shape.dims) != tuple(dot.shape.dims) or twin.shape.dtype != dot.shape.dtype:
+        return None
+    return twin
+
+
+NO_KERNEL = ops_with("no_kernel") - ops_with("loop_fusible")  # arguments and constants: read as they are
+
+
+def prologue_reads(outside: Sequence[Instruction], x: Instruction, weights: Sequence[Instruction],
+                   inside: Callable[[Instruction], bool], recomputed: Callable[[Instruction], bool]) -> set[int]:
+    """The buffers (ids) a gated pair's kernel normalizing its A tiles reads once its prologues join: what its
+    members read now (outside) but the norm's input x and the weights, x's own reads where x is recomputed in
+    the loads (a decode step's residual stream, from its embedding row and the GEMM outputs added to it), and
+    each weight's where it is dequantized in its loads (packed bytes, scales, zero points)."""
+    reads = {id(v) for v in outside if v is not x and all(v is not w for w in weights)}
+    work, seen = [(x, False)] + [(w, True) for w in weights], set()
+    while work:
+        v, weight = work.pop()
+        if id(v) in seen or (v.opcode == "constant" and "ref" not in v.attrs) or inside(v):
+            continue
+        seen.add(id(v))
+        if v.opcode not in NO_KERNEL and (weight or recomputed(v)):
+            work.extend((o, weight) for o in v.operands)
+        else:
+            reads.add(id(v))
+    return reads
 
 
 MAX_STATS_ELEMENTS = 1 << 16  # every program of the dot reads the whole activation for its min and max

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from mlcc.hlo.ir import Computation, Instruction, Module, is_float
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
-from mlcc.hlo.passes.a_prologue import (norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
-                                       quantize_prologue_members, quantized_rows)
+from mlcc.hlo.passes.a_prologue import (gated_twin, norm_below, norm_prologue_chain, picked_rows, picked_rows_chain,
+                                       prologue_reads, quantize_prologue_members, quantized_rows)
 from mlcc.hlo.passes.pass_manager import Pass
 from mlcc.hlo.passes.unfused import unfused_stats
 from mlcc.hlo.traffic import Ranges
@@ -378,6 +378,7 @@ class Fusion(Pass):
     def _form_groups(self, comp: Computation) -> list[Group]:
         owner: dict[int, Group] = {}
         groups: list[Group] = []
+        pending: dict[int, tuple[Instruction, Instruction, str]] = {}  # norms a dot and its gated twin may share
         outputs = set()
         if comp.root is not None and comp.root.opcode == "tuple":
             outputs = {id(o) for o in comp.root.operands}
@@ -416,10 +417,25 @@ class Fusion(Pass):
                     if inst.opcode == "dot" and i == 0 and group.heavy is inst and (
                             norm_below(p) is not None or picked_rows(p) is not None or quant):
                         reason = (self._quantize_prologue if quant else self._norm_prologue)(group, p, owner, outputs)
+                        if reason is not None and not quant and gated_twin(inst, p) is not None:
+                            pending[id(p)] = (p, inst, reason)  # decided again once the gated twin joins
+                            continue
+                        if reason is None and group.second is not None:  # the twin, visited first, called it read as is
+                            stale = f"%{p.name} -> %{group.second.name}: "
+                            self.explanations = [e for e in self.explanations if not e.startswith(stale)]
                         if reason is not None:
                             what = "quantized" if quant else "normalized"
                             self._explain(p, inst, f"not {what} in the dot's A-tile loads: {reason}")
                         continue
+                    if i == 0 and group.second is inst and group.contains(p):
+                        continue  # a gated twin's lhs, normalized as the shared A tiles load
+                    if i == 0 and group.second is inst and id(p) in pending and p is group.heavy.operands[0]:
+                        # a gated MLP's twin dot on the same normalized lhs: both apply the norm as they load it
+                        _, heavy, _ = pending.pop(id(p))
+                        reason = self._norm_prologue(group, p, owner, outputs)
+                        if reason is None:
+                            continue
+                        self._explain(p, heavy, f"not normalized in the dot's A-tile loads: {reason}")
                     if inst.opcode == "dot" and i == 1:
                         reason = self._weight_prologue(group, p, owner, outputs, inst)
                         if reason is not None:
@@ -436,6 +452,8 @@ class Fusion(Pass):
                 reason = self._try_merge(group, p, owner, outputs)
                 if reason is not None:
                     self._explain(p, inst, reason)
+        for p, dot, reason in pending.values():  # the gated twin never joined the dot's fusion
+            self._explain(p, dot, f"not normalized in the dot's A-tile loads: {reason}")
         return groups
 
     def _try_merge(self, group: Group, p: Instruction, owner: dict[int, Group], outputs: set[int]) -> str | None:
@@ -558,10 +576,14 @@ class Fusion(Pass):
         """Merge the row norm the dot's lhs p is a view of into the group, applied as the kernel loads its A
         tiles, or say why not (see norm_prologue_chain); the norm's cheap operands (its scale and bias
         broadcasts, an embedding lookup) are computed there too, its input is read as it is."""
-        if group.kind != "output" or group.second is not None or group.norm is not None or group.prologue:
+        twin = group.second is not None and group.second.opcode == "dot" and group.second.operands[0] is p \
+            and norm_below(p) is not None  # a gated MLP's gate and up projections: one A tile for both
+        if group.kind != "output" or (group.second is not None and not twin) or group.norm is not None \
+                or group.prologue and not twin:  # (a twin's weight prologues: counted in prologue_reads)
             return "the output tile already holds a second accumulator, a row norm or a weight prologue"
         # (a dequantized weight computed in the B-tile loads is on the other operand: both prologues fit)
-        chain, why = norm_prologue_chain(group.heavy, p) if picked_rows(p) is None else picked_rows_chain(group.heavy, p)
+        chain, why = norm_prologue_chain(group.heavy, p, (group.second,) if twin else ()) if picked_rows(p) is None \
+            else picked_rows_chain(group.heavy, p)
         if why is not None:
             return why
         if any(id(m) in owner or id(m) in outputs for m in chain):
@@ -570,6 +592,11 @@ class Fusion(Pass):
         if len(_operands_outside(trial)) > MAX_PARAMETERS:
             return f"the fusion would read more than {MAX_PARAMETERS} buffers"
         norm = chain[-1]
+        weights = [d.operands[1] for d in (group.heavy, group.second) if twin and _computed(d.operands[1])]
+        if twin and len(prologue_reads(_operands_outside(trial), norm.operands[0], weights, trial.contains,
+                                       lambda v: v.opcode in LOOP_OPS and _cheap(v, self.ranges))) > MAX_PARAMETERS:
+            return f"with the norm's input computed in the loads as well as both dots' weights the kernel would read " \
+                   f"more than {MAX_PARAMETERS} buffers"
         for m in chain:
             group.members.append(m)
             owner[id(m)] = group

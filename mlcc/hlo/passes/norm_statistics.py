@@ -28,8 +28,12 @@ instead of a second pass over the row.
 
 Taken when the norm's input is an output fusion's only result, at its one dot's output coordinates with the
 rows its dot's columns (no batch dims, one rhs free dim last), row-major, rows a multiple of PART, and the
-consumers read at most MAX_PARAMETERS buffers with the statistics. Refusals are explained
-(`--explain-fusion`: `row statistics not computed by the producer: ...`); the GEMM then computes them itself.
+consumers read at most MAX_PARAMETERS buffers with the statistics. Or when it is an input fusion's only
+result, one reduce and an elementwise epilogue: the sum of a split-K GEMM's K slices plus the residual
+(mlcc/hlo/passes/split_k.py; LLaMA's MLP down projection at hidden 512), whose kernel numbers its outputs by
+rows (a static row-major operand reduced over leading or trailing dims, a row-major result), so a program's
+BLOCK_O outputs, a multiple of PART, are whole partials. Refusals are explained (`--explain-fusion`: `row
+statistics not computed by the producer: ...`); the GEMM then computes them itself.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from mlcc.hlo.passes.pass_manager import Pass
 
 PART = 64  # columns a partial covers: a GEMM's BLOCK_N is a multiple of it (matmul_tiles' min_block_n)
 ROW_NORMS = ops_with("row_norm")
+REDUCTIONS = ops_with("input_fusible")  # an input fusion's heavy op
 FLOATS = ("f32", "f16", "bf16")
 
 
@@ -113,6 +118,8 @@ def long_row_a_norm(fusion: Instruction) -> Instruction | None:
 
 def producer_refusal(producer: Instruction, norm: Instruction) -> str | None:
     """Why the kernel computing a norm's input cannot store its rows' statistics too, if so."""
+    if producer.opcode == "fusion" and producer.attrs.get("kind") == "input":
+        return _reduction_refusal(producer, norm)
     if producer.opcode != "fusion" or producer.attrs.get("kind") != "output":
         what = "is a model input" if producer.opcode in ("parameter", "constant") else (
             f"comes from a fusion of kind {producer.attrs.get('kind')}" if producer.opcode == "fusion"
@@ -136,6 +143,32 @@ def producer_refusal(producer: Instruction, norm: Instruction) -> str | None:
         return f"a {root.shape.dtype} result"
     row = int(norm.shape.dims[-1])
     if root.shape.dims[-1] != row or row % PART:
+        return f"its rows of {row} elements are not a multiple of {PART} (the partials' width)"
+    return None
+
+
+def _reduction_refusal(producer: Instruction, norm: Instruction) -> str | None:
+    """Why an input fusion computing a norm's input cannot store its rows' statistics too, if so: it must be
+    a reduce (a split-K GEMM's sum of its K slices' partials) with an elementwise epilogue (the residual add)
+    whose kernel numbers its outputs row-major (a static row-major operand reduced over its leading or its
+    trailing dims, so the kept ones are one run of strides; a row-major result), so a program's BLOCK_O
+    outputs (a multiple of PART: templates/reduce.py.jinja) are whole partials."""
+    if producer.shape.is_tuple:
+        return "the reduction already returns several results"
+    body = producer.called
+    heavy = [i for i in body.instructions if i.opcode in REDUCTIONS]
+    if len(heavy) != 1 or heavy[0].opcode != "reduce":
+        return "its kernel is not one reduce with an elementwise epilogue"
+    reduce, root = heavy[0], body.root
+    if tuple(root.shape.dims) != tuple(reduce.shape.dims) or root.shape.dtype not in FLOATS:
+        return "the reduction's result is not a float value at the reduce's output coordinates"
+    x = reduce.operands[0].shape
+    reduced = sorted(reduce.attrs["dimensions"])
+    ends = (list(range(len(reduced))), list(range(x.rank - len(reduced), x.rank)))
+    if not (root.shape.is_row_major() and x.is_row_major() and x.is_static and reduced in ends):
+        return "the reduction's operand or result is not row-major (its outputs are not numbered by rows)"
+    row = int(norm.shape.dims[-1])
+    if root.shape.rank == 0 or root.shape.dims[-1] != row or row % PART:
         return f"its rows of {row} elements are not a multiple of {PART} (the partials' width)"
     return None
 

@@ -125,3 +125,73 @@ def test_rows_picked_by_a_constant_index_are_read_in_place_as_the_dot_loads_its_
         %fusion.p = f32[1,64]{1,0} fusion(%e, %w), calls=%fused_output.p, kind=output
         ROOT %t = (f32[1,16,64]{2,1,0}, f32[1,64]{1,0}) tuple(%e, %fusion.p)
       }""", rtol=1e-5, atol=1e-5)
+
+
+
+def _gated_mlp(row: int, up_first: bool = True, gate_output: bool = False) -> str:
+    """LLaMA's MLP norm: the residual stream x (a model output) normalized, then silu(n @ wg) * (n @ wu); with
+    up_first the up projection comes first in the text (so the fusion pass meets the gated product's up
+    operand, then the up dot, before the gate joins); with gate_output the gate is a model output too."""
+    gate = f"%gate = f32[1,16,48]{{2,1,0}} dot(%n, %wg), {DOTS}"
+    up = f"%up = f32[1,16,48]{{2,1,0}} dot(%n, %wu), {DOTS}"
+    silu = """%sig = f32[1,16,48]{2,1,0} logistic(%gate)
+        %silu = f32[1,16,48]{2,1,0} multiply(%gate, %sig)"""
+    body = "\n        ".join([up, gate, silu] if up_first else [gate, silu, up])
+    outs = f"f32[1,16,48]{{2,1,0}}, f32[1,16,{row}]{{2,1,0}}" + (", f32[1,16,48]{2,1,0}" if gate_output else "")
+    return f"""
+      ENTRY %main {{
+        %x = f32[1,16,{row}]{{2,1,0}} parameter(0), name=x
+        %g = f32[{row}]{{0}} parameter(1), name=g
+        %wg = f32[{row},48]{{1,0}} parameter(2), name=wg
+        %wu = f32[{row},48]{{1,0}} parameter(3), name=wu
+        %n = f32[1,16,{row}]{{2,1,0}} rms-norm(%x, %g), dimensions={{2}}, epsilon=1e-06
+        {body}
+        %h = f32[1,16,48]{{2,1,0}} multiply(%silu, %up)
+        ROOT %t = ({outs}) tuple(%h, %x{", %gate" if gate_output else ""})
+      }}"""
+
+
+DOTS = "lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}"
+
+
+def test_a_norm_read_by_a_gated_pair_is_applied_as_both_dots_load_their_shared_a_tiles():
+    # LLaMA's post-attention RMSNorm before gate and up at hidden 512 (a statistics loop in the kernel) and
+    # at 64 (one K tile spans a row), in either order: where the up projection is met before the gate joins
+    # its output tile, its decision waits for the gate; either way the norm joins both dots' kernel, no row
+    # kernel, and the normalized rows never reach memory
+    for row in (64, 2 * MAX_NORM_ROW):
+        for up_first in (True, False):
+            up = f"%up = f32[1,16,48]{{2,1,0}} dot(%n, %param_3), {DOTS}"
+            gate = f"""%gate = f32[1,16,48]{{2,1,0}} dot(%n, %param_2), {DOTS}
+                %sig = f32[1,16,48]{{2,1,0}} logistic(%gate)
+                %silu = f32[1,16,48]{{2,1,0}} multiply(%gate, %sig)"""
+            body = "\n                ".join([gate, up])  # the fusion's canonical order, whichever came first
+            module = check_rewrite(Fusion(), _gated_mlp(row, up_first), expected=f"""
+              %fused_output.h {{
+                %param_0 = f32[1,16,{row}]{{2,1,0}} parameter(0)
+                %param_1 = f32[{row}]{{0}} parameter(1)
+                %param_2 = f32[{row},48]{{1,0}} parameter(2)
+                %param_3 = f32[{row},48]{{1,0}} parameter(3)
+                %n = f32[1,16,{row}]{{2,1,0}} rms-norm(%param_0, %param_1), dimensions={{2}}, epsilon=1e-06
+                {body}
+                ROOT %h = f32[1,16,48]{{2,1,0}} multiply(%silu, %up)
+              }}
+
+              ENTRY %main {{
+                %x = f32[1,16,{row}]{{2,1,0}} parameter(0), name=x
+                %g = f32[{row}]{{0}} parameter(1), name=g
+                %wg = f32[{row},48]{{1,0}} parameter(2), name=wg
+                %wu = f32[{row},48]{{1,0}} parameter(3), name=wu
+                %fusion.h = f32[1,16,48]{{2,1,0}} fusion(%x, %g, %wg, %wu), calls=%fused_output.h, kind=output
+                ROOT %t = (f32[1,16,48]{{2,1,0}}, f32[1,16,{row}]{{2,1,0}}) tuple(%fusion.h, %x)
+              }}""", rtol=1e-4, atol=1e-5)
+            assert not [e for e in explanations(module).splitlines() if e.startswith("%n ->")]
+
+
+def test_a_norm_read_by_a_gated_pair_that_does_not_form_says_why_it_stays_a_kernel_of_its_own():
+    # the gate is a model output as well, so it is stored by a kernel of its own and never joins the up
+    # projection's tile: the up projection's deferred decision is reported with the reason it had
+    _, module = run(Fusion(), _gated_mlp(64, gate_output=True))
+    assert [i.opcode for i in module.entry.instructions].count("rms-norm") == 1
+    assert "%n -> %up: not normalized in the dot's A-tile loads: %n has users other than the dot" \
+        in explanations(module)

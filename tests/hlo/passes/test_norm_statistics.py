@@ -130,3 +130,91 @@ def test_rows_not_a_multiple_of_the_partials_width_are_explained():
     assert not changed
     assert "%h -> %fusion.q: row statistics not computed by the producer: its rows of 520 elements are not a " \
            "multiple of 64 (the partials' width)" in module.analyses.fusion_explanations
+
+
+# LLaMA's MLP down projection, split along K (split_k.py): a GEMM of the 4 K slices' partials, then their sum
+# plus the residual in a reduction kernel (an input fusion), whose result the next layer's attention norm reads
+SPLIT_K = """
+      %fused_input.h {
+        %param_0 = f32[1,16,512]{2,1,0} parameter(0)
+        %param_1 = f32[4,1,16,512]{3,2,1,0} parameter(1)
+        %sum = f32[1,16,512]{2,1,0} reduce(%param_1), dimensions={0}, kind=add
+        ROOT %add = f32[1,16,512]{2,1,0} add(%param_0, %sum)
+      }
+
+      %fused_output.q {
+        %param_0 = f32[1,16,512]{2,1,0} parameter(0)
+        %param_1 = f32[512]{0} parameter(1)
+        %param_2 = f32[512,64]{1,0} parameter(2)
+        %n = f32[1,16,512]{2,1,0} rms-norm(%param_0, %param_1), dimensions={2}, epsilon=1e-05
+        ROOT %q = f32[1,16,64]{2,1,0} dot(%n, %param_2), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+      }
+
+      ENTRY %main {
+        %partials = f32[4,1,16,512]{3,2,1,0} parameter(0), name=partials
+        %res = f32[1,16,512]{2,1,0} parameter(1), name=res
+        %g = f32[512]{0} parameter(2), name=g
+        %wq = f32[512,64]{1,0} parameter(3), name=wq
+        %h = f32[1,16,512]{2,1,0} fusion(%res, %partials), calls=%fused_input.h, kind=input
+        %fusion.q = f32[1,16,64]{2,1,0} fusion(%h, %g, %wq), calls=%fused_output.q, kind=output
+        ROOT %t = (f32[1,16,512]{2,1,0}, f32[1,16,64]{2,1,0}) tuple(%h, %fusion.q)
+      }"""
+
+
+def test_the_split_k_reduction_stores_the_sums_of_squares_for_the_normalizing_gemm():
+    rng = np.random.default_rng(8)
+    inputs = {"partials": rng.standard_normal((4, 1, 16, 512)).astype(np.float32),
+              "res": (3 + rng.standard_normal((1, 16, 512))).astype(np.float32),
+              "g": rng.standard_normal(512).astype(np.float32),
+              "wq": (rng.standard_normal((512, 64)) / np.sqrt(512)).astype(np.float32)}
+    check_rewrite(NormStatistics(), SPLIT_K, inputs=inputs, rtol=1e-4, atol=1e-4, expected="""
+      %fused_input.h {
+        %param_0 = f32[1,16,512]{2,1,0} parameter(0)
+        %param_1 = f32[4,1,16,512]{3,2,1,0} parameter(1)
+        %sum = f32[1,16,512]{2,1,0} reduce(%param_1), dimensions={0}, kind=add
+        %add = f32[1,16,512]{2,1,0} add(%param_0, %sum)
+        %row-stats = f32[1,16,8]{2,1,0} row-stats(%add), dimensions={2}, moments=squares, part=64
+        ROOT %tuple = (f32[1,16,512]{2,1,0}, f32[1,16,8]{2,1,0}) tuple(%add, %row-stats)
+      }
+
+      %fused_output.q {
+        %param_0 = f32[1,16,512]{2,1,0} parameter(0)
+        %param_1 = f32[512]{0} parameter(1)
+        %param_2 = f32[512,64]{1,0} parameter(2)
+        %param_3 = f32[1,16,8]{2,1,0} parameter(3)
+        %n = f32[1,16,512]{2,1,0} rms-norm(%param_0, %param_1, %param_3), dimensions={2}, epsilon=1e-05
+        ROOT %q = f32[1,16,64]{2,1,0} dot(%n, %param_2), lhs_batch_dims={}, lhs_contracting_dims={2}, rhs_batch_dims={}, rhs_contracting_dims={0}
+      }
+
+      ENTRY %main {
+        %partials = f32[4,1,16,512]{3,2,1,0} parameter(0), name=partials
+        %res = f32[1,16,512]{2,1,0} parameter(1), name=res
+        %g = f32[512]{0} parameter(2), name=g
+        %wq = f32[512,64]{1,0} parameter(3), name=wq
+        %h = (f32[1,16,512]{2,1,0}, f32[1,16,8]{2,1,0}) fusion(%res, %partials), calls=%fused_input.h, kind=input
+        %add = f32[1,16,512]{2,1,0} get-tuple-element(%h), index=0
+        %row-stats = f32[1,16,8]{2,1,0} get-tuple-element(%h), index=1
+        %fusion.q = f32[1,16,64]{2,1,0} fusion(%add, %g, %wq, %row-stats), calls=%fused_output.q, kind=output
+        ROOT %t = (f32[1,16,512]{2,1,0}, f32[1,16,64]{2,1,0}) tuple(%add, %fusion.q)
+      }""")
+
+
+def test_a_reduction_whose_outputs_are_not_numbered_by_rows_is_explained():
+    # the partials laid out with the 16 rows innermost ({2,3,0,1}): the kernel numbers its outputs in the
+    # operand's order (a column's 16 rows consecutive), so 64 consecutive outputs are no row's partial
+    text = SPLIT_K.replace("f32[4,1,16,512]{3,2,1,0}", "f32[4,1,16,512]{2,3,0,1}")
+    changed, module = run(NormStatistics(), text)
+    assert not changed
+    assert "%h -> %fusion.q: row statistics not computed by the producer: the reduction's operand or result is " \
+           "not row-major (its outputs are not numbered by rows)" in module.analyses.fusion_explanations
+
+
+def test_a_reduction_over_a_middle_dim_is_explained():
+    # the K slices between the rows and the columns ([1,16,4,512] summed over dim 2): the kept dims are not one
+    # run of strides, so the kernel's consecutive outputs are not a row's
+    text = SPLIT_K.replace("f32[4,1,16,512]", "f32[1,16,4,512]").replace("dimensions={0}, kind=add",
+                                                                       "dimensions={2}, kind=add")
+    changed, module = run(NormStatistics(), text)
+    assert not changed
+    assert "%h -> %fusion.q: row statistics not computed by the producer: the reduction's operand or result is " \
+           "not row-major (its outputs are not numbered by rows)" in module.analyses.fusion_explanations
