@@ -1,0 +1,366 @@
+"""Linear algebra: stablehlo.triangular_solve and the LAPACK custom calls JAX's CPU lowering emits.
+
+JAX lowers its linalg primitives on CPU to ``stablehlo.custom_call @lapack_<t><routine>_ffi`` (t = s, d, c, z:
+f32, f64, complex<f32>, complex<f64>), with the LAPACK argument characters in ``mhlo.backend_config`` and
+``num_batch_dims`` leading batch dims. The routines whose result the LAPACK documentation defines exactly
+are imported here as the same algorithm unrolled over the matrix (one step per row or column, so the
+size is bounded by MAX_LINALG_STEPS), in real IR ops on real or Complex values:
+
+  trsm   op(a) x = alpha b or x op(a) = alpha b with alpha = 1 (the triangular_solve import)
+  potrf  Cholesky, column by column; the other triangle is returned unchanged, as LAPACK leaves it;
+         info = the first column (1-based) whose pivot is not positive, else 0
+  getrf  LU with partial pivoting (the first row of largest |re| + |im| below the diagonal, as i?amax),
+         ipiv 1-based, info = the first zero pivot (1-based), else 0
+  geqrf  Householder QR with dlarfg/zlarfg's reflectors (beta = -sign(re alpha) |(alpha, x)|), R and the
+         reflectors packed in a, tau beside it
+  orgqr / ungqr  Q = H(1) H(2) ... H(k) applied to the first columns of the identity
+  gtsv   a tridiagonal system by Gaussian elimination with partial pivoting (dgtsv)
+
+The eigen and singular value routines (geev, syevd/heevd, gesdd) are iterative: their vectors are defined
+only up to sign or phase and geev's eigenvalues only up to order, so no other algorithm gives LAPACK's
+result; they are refused (REFUSED_TARGETS) with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from mlcc.frontend.stablehlo.importer import (Complex, Context, Results, complex_op, custom_call_target,
+                                              stablehlo_op)
+from mlcc.frontend.stablehlo.ops import complex as cplx
+from mlcc.frontend.stablehlo.syntax import Op
+from mlcc.hlo.ir import Instruction, Shape
+
+Value = Instruction | Complex
+MAX_LINALG_STEPS = 256  # rows or columns a factorization or solve is unrolled over
+REFUSED_TARGETS = {
+    "geev": "a general eigendecomposition (LAPACK's iterative QR algorithm: eigenvalue order and eigenvector "
+            "phases are its own)",
+    "syevd": "a symmetric eigendecomposition (LAPACK's divide and conquer: eigenvector signs are its own)",
+    "heevd": "a Hermitian eigendecomposition (LAPACK's divide and conquer: eigenvector phases are its own)",
+    "gesdd": "a singular value decomposition (LAPACK's divide and conquer: singular vector signs are its own)",
+}
+
+
+# ---------------------------------------------------------------- values that are real or Complex
+def _each(fn: Callable[[Instruction], Instruction], x: Value) -> Value:
+    return Complex(fn(x.re), fn(x.im)) if isinstance(x, Complex) else fn(x)
+
+
+def _real(x: Value) -> Instruction:
+    return x.re if isinstance(x, Complex) else x
+
+
+def _both(cx: Context, opcode: str, x: Value, y: Value) -> Value:
+    if isinstance(x, Complex):
+        return Complex(cx.b.op(opcode, [x.re, y.re]), cx.b.op(opcode, [x.im, y.im]))
+    return cx.b.op(opcode, [x, y])
+
+
+def _mul(cx: Context, x: Value, y: Value) -> Value:
+    return cplx.mul(cx, x, y) if isinstance(x, Complex) else cx.b.op("multiply", [x, y])
+
+
+def _div(cx: Context, x: Value, y: Value) -> Value:
+    return cplx.div(cx, x, y) if isinstance(x, Complex) else cx.b.op("divide", [x, y])
+
+
+def _scale(cx: Context, x: Value, r: Instruction) -> Value:
+    """x times a real r of x's shape."""
+    return _each(lambda p: cx.b.op("multiply", [p, r]), x)
+
+
+def _conj(cx: Context, x: Value) -> Value:
+    return Complex(x.re, cx.b.op("negate", [x.im])) if isinstance(x, Complex) else x
+
+
+def _select(cx: Context, pred: Instruction, x: Value, y: Value) -> Value:
+    if isinstance(x, Complex):
+        return Complex(cx.b.op("select", [pred, x.re, y.re]), cx.b.op("select", [pred, x.im, y.im]))
+    return cx.b.op("select", [pred, x, y])
+
+
+def _zeros(cx: Context, like: Value, dims: tuple[int, ...] | None = None) -> Value:
+    shape = _real(like).shape
+    return _each(lambda p: cx.b.splat(0, shape.dtype, shape.dims if dims is None else dims), like)
+
+
+def _dims(x: Value) -> tuple[int, ...]:
+    return tuple(int(d) for d in _real(x).shape.dims)
+
+
+def _slice(cx: Context, x: Value, r0: int, r1: int, c0: int, c1: int) -> Value:
+    """x[..., r0:r1, c0:c1]."""
+    dims = _dims(x)
+    batch = dims[:-2]
+    return _each(lambda p: cx.b.op("slice", [p], start_indices=(0,) * len(batch) + (r0, c0),
+                                   limit_indices=batch + (r1, c1), strides=(1,) * len(dims)), x)
+
+
+def _concat(cx: Context, xs: list[Value], dim: int) -> Value:
+    if len(xs) == 1:
+        return xs[0]
+    if isinstance(xs[0], Complex):
+        return Complex(cx.b.op("concatenate", [x.re for x in xs], dimension=dim),  # type: ignore[union-attr]
+                       cx.b.op("concatenate", [x.im for x in xs], dimension=dim))  # type: ignore[union-attr]
+    return cx.b.op("concatenate", xs, dimension=dim)
+
+
+def _swap(cx: Context, x: Value) -> Value:
+    rank = len(_dims(x))
+    return _each(lambda p: cx.b.transpose(p, list(range(rank - 2)) + [rank - 1, rank - 2]), x)
+
+
+def _reverse(cx: Context, x: Value, dims: tuple[int, ...]) -> Value:
+    return _each(lambda p: cx.b.op("reverse", [p], dimensions=dims), x)
+
+
+def _broadcast(cx: Context, x: Value, dims: tuple[int, ...]) -> Value:
+    """x of shape batch + (1, 1) (or batch + (1, n), (m, 1)) broadcast to batch + (m, n)."""
+    src = _dims(x)
+    keep = tuple(i for i, d in enumerate(src) if d == dims[i])
+    return _each(lambda p: cx.b.op("broadcast", [cx.b.reshape(p, tuple(src[i] for i in keep))],
+                                   Shape(p.shape.dtype, dims), dimensions=keep), x)
+
+
+def _matmul(cx: Context, x: Value, y: Value) -> Value:
+    """x [..., m, k] times y [..., k, n], with leading batch dims."""
+    rank = len(_dims(x))
+    batch = tuple(range(rank - 2))
+
+    def dot(p: Instruction, q: Instruction) -> Instruction:
+        return cx.b.op("dot", [p, q], lhs_batch_dims=batch, rhs_batch_dims=batch,
+                       lhs_contracting_dims=(rank - 1,), rhs_contracting_dims=(rank - 2,))
+    if isinstance(x, Complex):
+        assert isinstance(y, Complex)
+        return Complex(cx.b.op("subtract", [dot(x.re, y.re), dot(x.im, y.im)]),
+                       cx.b.op("add", [dot(x.re, y.im), dot(x.im, y.re)]))
+    return dot(x, y)
+
+
+def _index(cx: Context, dims: tuple[int, ...], axis: int) -> Instruction:
+    """An s32 iota of dims along axis (a row or column number)."""
+    return cx.b.op("iota", [], cx.b.splat(0, "s32", dims).shape, iota_dimension=axis)
+
+
+def _where(cx: Context, index: Instruction, direction: str, k: int) -> Instruction:
+    return cx.b.op("compare", [index, cx.b.splat(k, "s32", index.shape.dims)], direction=direction)
+
+
+def _first_failure(cx: Context, failed: list[Instruction], batch: tuple[int, ...]) -> Instruction:
+    """info: the first step (1-based) whose pred (of shape batch + (1, 1)) is true, else 0, as s32[batch]."""
+    n = len(failed)
+    if n == 0:
+        return cx.b.splat(0, "s32", batch)
+    flags = cx.b.reshape(_concat(cx, failed, len(batch)), batch + (n,))  # type: ignore[arg-type]
+    step = cx.b.op("add", [_index(cx, batch + (n,), len(batch)), cx.b.splat(1, "s32", batch + (n,))])
+    never = cx.b.splat(n + 1, "s32", batch + (n,))
+    first = cx.b.op("reduce", [cx.b.op("select", [flags, step, never])], dimensions=(len(batch),), kind="minimum")
+    none = cx.b.op("compare", [first, cx.b.splat(n + 1, "s32", batch)], direction="EQ")
+    return cx.b.op("select", [none, cx.b.splat(0, "s32", batch), first])
+
+
+def _config(cx: Context, op: Op, key: str, allowed: str) -> str:
+    """A LAPACK argument character from mhlo.backend_config (stored as its code: 76 for 'L')."""
+    config = op.attrs.get("mhlo.backend_config")
+    value = config.get(key) if isinstance(config, dict) else None
+    if value is None:
+        raise cx.error(op, f"mhlo.backend_config has no {key}")
+    char = chr(int(value))
+    if char not in allowed:
+        raise cx.unsupported(op, f"{key} = '{char}' (expected one of {', '.join(allowed)})")
+    return char
+
+
+def _steps(cx: Context, op: Op, n: int) -> None:
+    if n > MAX_LINALG_STEPS:
+        raise cx.unsupported(op, f"a matrix of {n} rows or columns (at most {MAX_LINALG_STEPS} are unrolled)")
+
+
+# ---------------------------------------------------------------- triangular_solve, trsm
+def triangular_solve(cx: Context, op: Op, a: Value, b: Value, *, left: bool, lower: bool, transpose: str,
+                     unit: bool) -> Value:
+    """op(a) x = b (left) or x op(a) = b, by forward substitution one row at a time: the right side and
+    op(a) = a^T become the left, lower form by transposing, an upper triangle becomes lower by reversing."""
+    rank = len(_dims(a))
+    if rank < 2 or len(_dims(b)) != rank or _dims(a)[-1] != _dims(a)[-2]:
+        raise cx.error(op, "triangular_solve takes a square a and b of the same rank")
+    _steps(cx, op, _dims(a)[-1])
+    if transpose == "ADJOINT":
+        a, transpose = _conj(cx, a), "TRANSPOSE"
+    flip_a = transpose == "TRANSPOSE"
+    if not left:  # x op(a) = b  <=>  op(a)^T x^T = b^T
+        flip_a = not flip_a
+        b = _swap(cx, b)
+    if flip_a:
+        a, lower = _swap(cx, a), not lower
+    if not lower:  # reverse rows and columns: the upper triangle becomes the lower one
+        a = _reverse(cx, a, (rank - 2, rank - 1))
+        b = _reverse(cx, b, (rank - 2,))
+    x = _forward_substitution(cx, a, b, unit)
+    if not lower:
+        x = _reverse(cx, x, (rank - 2,))
+    return x if left else _swap(cx, x)
+
+
+def _forward_substitution(cx: Context, a: Value, b: Value, unit: bool) -> Value:
+    n, m = _dims(a)[-1], _dims(b)[-1]
+    rows: list[Value] = []
+    for i in range(n):
+        row = _slice(cx, b, i, i + 1, 0, m)
+        if rows:
+            row = _both(cx, "subtract", row, _matmul(cx, _slice(cx, a, i, i + 1, 0, i),
+                                                     _concat(cx, rows, len(_dims(a)) - 2)))
+        if not unit:
+            row = _div(cx, row, _broadcast(cx, _slice(cx, a, i, i + 1, i, i + 1), _dims(row)))
+        rows.append(row)
+    return _concat(cx, rows, len(_dims(a)) - 2)
+
+
+def _transpose_attr(op: Op) -> str:
+    return str(op.attrs.get("transpose_a", "NO_TRANSPOSE")).split()[-1].strip(">")
+
+
+@stablehlo_op("stablehlo.triangular_solve")
+@complex_op("stablehlo.triangular_solve")
+def import_triangular_solve(cx: Context, op: Op, args: list[Any]) -> Results:
+    transpose = _transpose_attr(op)
+    if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
+        raise cx.error(op, f"unknown transpose_a {transpose}")
+    a, b = args
+    return triangular_solve(cx, op, a, b, left=bool(op.attrs.get("left_side", False)),  # type: ignore[return-value]
+                            lower=bool(op.attrs.get("lower", False)), transpose=transpose,
+                            unit=bool(op.attrs.get("unit_diagonal", False)))
+
+
+@custom_call_target(*(f"lapack_{t}trsm_ffi" for t in "sdcz"))
+def import_trsm(cx: Context, op: Op, args: list[Any]) -> Results:
+    a, b = args
+    transpose = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[_config(cx, op, "trans_x", "NTC")]
+    return triangular_solve(cx, op, a, b, left=_config(cx, op, "side", "LR") == "L",  # type: ignore[return-value]
+                            lower=_config(cx, op, "uplo", "LU") == "L", transpose=transpose,
+                            unit=_config(cx, op, "diag", "NU") == "U")
+
+
+# ---------------------------------------------------------------- potrf
+def cholesky_lower(cx: Context, a: Value) -> tuple[Value, list[Instruction]]:
+    """(L, pivots failed) for the lower triangle of a: column j is (a[:, j] - L[:, :j] L[j, :j]^H) / sqrt(d_j),
+    d_j the real part of its diagonal entry; each failed pred (batch + (1, 1)) is d_j <= 0 or NaN."""
+    dims = _dims(a)
+    n, rank = dims[-1], len(dims)
+    row = _index(cx, dims[:-1] + (1,), rank - 2)
+    columns: list[Value] = []
+    failed: list[Instruction] = []
+    for j in range(n):
+        col = _slice(cx, a, 0, n, j, j + 1)
+        if j:
+            done = _concat(cx, columns, rank - 1)
+            col = _both(cx, "subtract", col, _matmul(cx, done, _conj(cx, _swap(cx, _slice(cx, done, j, j + 1, 0, j)))))
+        d = _real(_slice(cx, col, j, j + 1, 0, 1))
+        failed.append(cx.b.op("not", [cx.b.op("compare", [d, cx.b.splat(0, d.shape.dtype, d.shape.dims)],
+                                                direction="GT")]))
+        wide = _broadcast(cx, cx.b.op("sqrt", [d]), _dims(col))
+        assert isinstance(wide, Instruction)
+        below = _each(lambda p: cx.b.op("divide", [p, wide]), col)  # by a real root: each part on its own
+        diagonal = Complex(wide, cx.b.splat(0, wide.shape.dtype, wide.shape.dims)) if isinstance(col, Complex) \
+            else wide
+        column = _select(cx, _where(cx, row, "GT", j), below,
+                         _select(cx, _where(cx, row, "EQ", j), diagonal, _zeros(cx, col)))
+        columns.append(column)
+    return _concat(cx, columns, rank - 1), failed
+
+
+@custom_call_target(*(f"lapack_{t}potrf_ffi" for t in "sdcz"))
+def import_potrf(cx: Context, op: Op, args: list[Any]) -> Results:
+    (a,) = args
+    dims = _dims(a)
+    if len(dims) < 2 or dims[-1] != dims[-2]:
+        raise cx.error(op, "potrf takes square matrices")
+    _steps(cx, op, dims[-1])
+    lower = _config(cx, op, "uplo", "LU") == "L"
+    rank, batch = len(dims), dims[:-2]
+    if dims[-1] == 0:
+        return [a, cx.b.splat(0, "s32", batch)]
+    # the upper factor U = L^H of a^H's lower triangle, which is a's upper triangle conjugated
+    factor, failed = cholesky_lower(cx, a if lower else _conj(cx, _swap(cx, a)))
+    if not lower:
+        factor = _conj(cx, _swap(cx, factor))
+    row, col = _index(cx, dims, rank - 2), _index(cx, dims, rank - 1)
+    mine = cx.b.op("compare", [row, col], direction="GE" if lower else "LE")
+    return [_select(cx, mine, factor, a), _first_failure(cx, failed, batch)]  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------- getrf
+def _magnitude(cx: Context, x: Value) -> Instruction:
+    """|x|, or |re| + |im| for a complex x (the measure LAPACK's i?amax picks a pivot by)."""
+    if isinstance(x, Complex):
+        return cx.b.op("add", [cx.b.op("abs", [x.re]), cx.b.op("abs", [x.im])])
+    return cx.b.op("abs", [x])
+
+
+def _is_zero(cx: Context, x: Value) -> Instruction:
+    def zero(p: Instruction) -> Instruction:
+        return cx.b.op("compare", [p, cx.b.splat(0, p.shape.dtype, p.shape.dims)], direction="EQ")
+    return cx.b.op("and", [zero(x.re), zero(x.im)]) if isinstance(x, Complex) else zero(x)
+
+
+def _row_where(cx: Context, x: Value, pick: Instruction) -> Value:
+    """The row of x [..., m, n] where pick (pred, x's dims) holds in exactly one row, as [..., 1, n]: a sum of
+    that row and zeros, so exact."""
+    dims = _dims(x)
+    return _each(lambda p: cx.b.reshape(cx.b.op("reduce", [cx.b.op("select", [pick, p, cx.b.splat(0, p.shape.dtype,
+                                                                                                  dims)])],
+                                                dimensions=(len(dims) - 2,), kind="add"),
+                                        dims[:-2] + (1, dims[-1])), x)
+
+
+def lu_factor(cx: Context, a: Value) -> tuple[Value, Instruction, list[Instruction]]:
+    """(L and U packed, pivots s32[..., k] 0-based, zero-pivot preds): dgetf2's right-looking steps, the pivot
+    the first row of largest magnitude on or below the diagonal, rows swapped whole."""
+    dims = _dims(a)
+    m, n, rank = dims[-2], dims[-1], len(dims)
+    batch = dims[:-2]
+    row, col = _index(cx, dims, rank - 2), _index(cx, dims, rank - 1)
+    pivots: list[Instruction] = []
+    failed: list[Instruction] = []
+    for j in range(min(m, n)):
+        mag = _magnitude(cx, _slice(cx, a, 0, m, j, j + 1))
+        mag = cx.b.op("select", [_where(cx, _index(cx, batch + (m, 1), rank - 2), "LT", j),
+                                 cx.b.splat(-1, mag.shape.dtype, mag.shape.dims), mag])
+        p = cx.b.convert(cx.b.op("argmax", [cx.b.reshape(mag, batch + (m,))], dimension=rank - 2), "s32")
+        pivots.append(cx.b.reshape(p, batch + (1,)))
+        at_p = cx.b.op("compare", [row, cx.b.op("broadcast", [p], row.shape, dimensions=tuple(range(len(batch))))],
+                       direction="EQ")
+        at_j = _where(cx, row, "EQ", j)
+        row_j, row_p = _broadcast(cx, _slice(cx, a, j, j + 1, 0, n), dims), _broadcast(cx, _row_where(cx, a, at_p), dims)
+        a = _select(cx, at_j, row_p, _select(cx, at_p, row_j, a))
+        pivot = _slice(cx, a, j, j + 1, j, j + 1)
+        zero = _is_zero(cx, pivot)
+        failed.append(zero)
+        column = _slice(cx, a, 0, m, j, j + 1)
+        scaled = _select(cx, _broadcast(cx, zero, (*batch, m, 1)),  # type: ignore[arg-type]
+                         column, _div(cx, column, _broadcast(cx, pivot, (*batch, m, 1))))
+        l_wide, u_wide = _broadcast(cx, scaled, dims), _broadcast(cx, _slice(cx, a, j, j + 1, 0, n), dims)
+        below = _where(cx, row, "GT", j)
+        trailing = cx.b.op("and", [below, _where(cx, col, "GT", j)])
+        updated = _both(cx, "subtract", a, _mul(cx, l_wide, u_wide))
+        a = _select(cx, trailing, updated, _select(cx, cx.b.op("and", [below, _where(cx, col, "EQ", j)]), l_wide, a))
+    pivots_all = cx.b.op("concatenate", pivots, dimension=len(batch)) if len(pivots) > 1 else pivots[0]
+    return a, pivots_all, failed
+
+
+@custom_call_target(*(f"lapack_{t}getrf_ffi" for t in "sdcz"))
+def import_getrf(cx: Context, op: Op, args: list[Any]) -> Results:
+    (a,) = args
+    dims = _dims(a)
+    if len(dims) < 2:
+        raise cx.error(op, "getrf takes matrices")
+    batch, k = dims[:-2], min(dims[-2:])
+    _steps(cx, op, k)
+    if k == 0:
+        return [a, cx.b.splat(0, "s32", batch + (0,)), cx.b.splat(0, "s32", batch)]
+    lu, pivots, failed = lu_factor(cx, a)
+    one_based = cx.b.op("add", [pivots, cx.b.splat(1, "s32", batch + (k,))])
+    return [lu, one_based, _first_failure(cx, failed, batch)]  # type: ignore[list-item]
