@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
 from mlcc.frontend.stablehlo.importer import (Complex, Context, Results, complex_op, custom_call_target,
                                               stablehlo_op)
 from mlcc.frontend.stablehlo.ops import complex as cplx
@@ -34,7 +32,8 @@ from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
 
 Value = Instruction | Complex
-MAX_LINALG_STEPS = 256  # rows or columns a factorization or solve is unrolled over
+MAX_LINALG_STEPS = 64  # rows or columns a factorization or solve is unrolled over (200 took over 2 minutes to
+# compile and run on CPU)
 REFUSED_TARGETS = {
     "geev": "a general eigendecomposition (LAPACK's iterative QR algorithm: eigenvalue order and eigenvector "
             "phases are its own)",
@@ -364,3 +363,123 @@ def import_getrf(cx: Context, op: Op, args: list[Any]) -> Results:
     lu, pivots, failed = lu_factor(cx, a)
     one_based = cx.b.op("add", [pivots, cx.b.splat(1, "s32", batch + (k,))])
     return [lu, one_based, _first_failure(cx, failed, batch)]  # type: ignore[list-item]
+
+
+# ---------------------------------------------------------------- geqrf, orgqr/ungqr
+def _sum_rows(cx: Context, x: Instruction) -> Instruction:
+    """x [..., m, 1] summed over its rows, as [..., 1, 1]."""
+    dims = tuple(int(d) for d in x.shape.dims)
+    return cx.b.reshape(cx.b.op("reduce", [x], dimensions=(len(dims) - 2,), kind="add"), dims[:-2] + (1, 1))
+
+
+def _square(cx: Context, x: Value) -> Instruction:
+    """|x|^2, elementwise."""
+    def sq(p: Instruction) -> Instruction:
+        return cx.b.op("multiply", [p, p])
+    return cx.b.op("add", [sq(x.re), sq(x.im)]) if isinstance(x, Complex) else sq(x)
+
+
+def _apply_reflector(cx: Context, c: Value, v: Value, tau: Value) -> Value:
+    """(I - tau v v^H) c, for v [..., m, 1] and tau [..., 1, 1]."""
+    dims = _dims(c)
+    w = _matmul(cx, _conj(cx, _swap(cx, v)), c)  # v^H c: [..., 1, n]
+    return _both(cx, "subtract", c, _mul(cx, _broadcast(cx, _mul(cx, v, _broadcast(cx, tau, _dims(v))), dims),
+                                          _broadcast(cx, w, dims)))
+
+
+def householder_qr(cx: Context, a: Value) -> tuple[Value, Value]:
+    """(R above the diagonal and the reflectors' v below it, tau [..., k]) by ?geqr2's steps: column j's
+    reflector (zlarfg) has beta = -sign(re alpha) |(alpha, x)|, tau = (beta - alpha) / beta (conjugated for
+    the imaginary part), v = (1, x / (alpha - beta)); tau = 0 and nothing changes when x = 0 and alpha is real.
+    H^H = I - conj(tau) v v^H is applied to the columns after j."""
+    dims = _dims(a)
+    m, n, rank = dims[-2], dims[-1], len(dims)
+    batch = dims[:-2]
+    column_dims = batch + (m, 1)
+    row = _index(cx, column_dims, rank - 2)
+    col = _index(cx, dims, rank - 1)
+    taus: list[Value] = []
+    for j in range(min(m, n)):
+        column = _slice(cx, a, 0, m, j, j + 1)
+        below = _where(cx, row, "GT", j)
+        x = _select(cx, below, column, _zeros(cx, column))
+        alpha = _slice(cx, a, j, j + 1, j, j + 1)
+        re_alpha = _real(alpha)
+        zero = cx.b.splat(0, re_alpha.shape.dtype, re_alpha.shape.dims)
+        xnorm2 = _sum_rows(cx, _square(cx, x))
+        norm = cx.b.op("sqrt", [cx.b.op("add", [_square(cx, alpha), xnorm2])])
+        beta = cx.b.op("select", [cx.b.op("compare", [re_alpha, zero], direction="GE"), cx.b.op("negate", [norm]),
+                                  norm])
+        trivial = cx.b.op("compare", [xnorm2, zero], direction="EQ")
+        if isinstance(alpha, Complex):
+            trivial = cx.b.op("and", [trivial, cx.b.op("compare", [alpha.im, zero], direction="EQ")])
+            tau: Value = Complex(cx.b.op("divide", [cx.b.op("subtract", [beta, alpha.re]), beta]),
+                                 cx.b.op("negate", [cx.b.op("divide", [alpha.im, beta])]))
+            beta_value: Value = Complex(beta, zero)
+        else:
+            tau = cx.b.op("divide", [cx.b.op("subtract", [beta, alpha]), beta])
+            beta_value = beta
+        tau = _select(cx, trivial, _zeros(cx, tau), tau)
+        scale = _div(cx, _each(lambda p: cx.b.splat(1 if p is _real(alpha) else 0, p.shape.dtype, p.shape.dims),
+                               alpha), _both(cx, "subtract", alpha, beta_value))
+        v_below = _select(cx, _broadcast(cx, trivial, column_dims), x,  # type: ignore[arg-type]
+                          _mul(cx, x, _broadcast(cx, scale, column_dims)))
+        at_j = _where(cx, row, "EQ", j)
+        ones = _each(lambda p: cx.b.splat(1 if p is _real(column) else 0, p.shape.dtype, p.shape.dims), column)
+        v = _select(cx, below, v_below, _select(cx, at_j, ones, _zeros(cx, column)))
+        updated = _apply_reflector(cx, a, v, _conj(cx, tau))
+        new_column = _select(cx, below, v_below,
+                             _select(cx, at_j, _select(cx, _broadcast(cx, trivial, column_dims), column,  # type: ignore[arg-type]
+                                                       _broadcast(cx, beta_value, column_dims)), column))
+        after = _where(cx, col, "GT", j)
+        a = _select(cx, after, updated, _select(cx, _where(cx, col, "EQ", j), _broadcast(cx, new_column, dims), a))
+        taus.append(_each(lambda p: cx.b.reshape(p, batch + (1,)), tau))
+    return a, _concat(cx, taus, len(batch))
+
+
+def householder_q(cx: Context, a: Value, tau: Value) -> Value:
+    """?org2r/?ung2r: H(1) H(2) ... H(k) applied to the first n columns of the m x m identity, H(i) = I -
+    tau_i v_i v_i^H with v_i = (0, ..., 0, 1, a[i+1:, i])."""
+    dims = _dims(a)
+    m, n, rank = dims[-2], dims[-1], len(dims)
+    batch = dims[:-2]
+    k = _dims(tau)[-1]
+    row, col = _index(cx, dims, rank - 2), _index(cx, dims, rank - 1)
+    eye = cx.b.op("compare", [row, col], direction="EQ")
+    q = _each(lambda p: cx.b.convert(eye, p.shape.dtype) if p is _real(a) else cx.b.splat(0, p.shape.dtype, dims), a)
+    column_row = _index(cx, batch + (m, 1), rank - 2)
+    for i in reversed(range(k)):
+        column = _slice(cx, a, 0, m, i, i + 1)
+        ones = _each(lambda p: cx.b.splat(1 if p is _real(column) else 0, p.shape.dtype, p.shape.dims), column)
+        v = _select(cx, _where(cx, column_row, "GT", i), column,
+                    _select(cx, _where(cx, column_row, "EQ", i), ones, _zeros(cx, column)))
+        tau_i = _each(lambda p: cx.b.reshape(cx.b.op("slice", [p], start_indices=(0,) * len(batch) + (i,),
+                                                     limit_indices=batch + (i + 1,), strides=(1,) * (len(batch) + 1)),
+                                             batch + (1, 1)), tau)
+        q = _apply_reflector(cx, q, v, tau_i)
+    return q
+
+
+@custom_call_target(*(f"lapack_{t}geqrf_ffi" for t in "sdcz"))
+def import_geqrf(cx: Context, op: Op, args: list[Any]) -> Results:
+    (a,) = args
+    dims = _dims(a)
+    if len(dims) < 2:
+        raise cx.error(op, "geqrf takes matrices")
+    k = min(dims[-2:])
+    _steps(cx, op, k)
+    if k == 0:
+        return [a, _zeros(cx, a, dims[:-2] + (0,))]  # type: ignore[list-item]
+    return list(householder_qr(cx, a))  # type: ignore[arg-type]
+
+
+@custom_call_target(*(f"lapack_{t}orgqr_ffi" for t in "sd"), *(f"lapack_{t}ungqr_ffi" for t in "cz"))
+def import_orgqr(cx: Context, op: Op, args: list[Any]) -> Results:
+    a, tau = args
+    dims = _dims(a)
+    if len(dims) < 2 or _dims(tau) != dims[:-2] + (_dims(tau)[-1],) or _dims(tau)[-1] > dims[-1]:
+        raise cx.error(op, "orgqr takes matrices [..., m, n] and tau [..., k], k <= n")
+    _steps(cx, op, _dims(tau)[-1])
+    if 0 in dims:
+        return a
+    return householder_q(cx, a, tau)  # type: ignore[return-value]
