@@ -441,7 +441,7 @@ def householder_q(cx: Context, a: Value, tau: Value) -> Value:
     """?org2r/?ung2r: H(1) H(2) ... H(k) applied to the first n columns of the m x m identity, H(i) = I -
     tau_i v_i v_i^H with v_i = (0, ..., 0, 1, a[i+1:, i])."""
     dims = _dims(a)
-    m, n, rank = dims[-2], dims[-1], len(dims)
+    m, rank = dims[-2], len(dims)
     batch = dims[:-2]
     k = _dims(tau)[-1]
     row, col = _index(cx, dims, rank - 2), _index(cx, dims, rank - 1)
