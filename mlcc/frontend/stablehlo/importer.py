@@ -64,6 +64,10 @@ def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
 CUSTOM_CALLS: RuleTable[Rule] = RuleTable("custom_call target rule", keys="any")
 
 
+# custom_call targets known and refused: target -> the reason, shown where the op is listed as unsupported
+REFUSED_CUSTOM_CALLS: dict[str, str] = {}
+
+
 def custom_call_target(*names: str) -> Callable[[Rule], Rule]:
     """Register fn as the rule of stablehlo.custom_call with each of these call targets."""
     return CUSTOM_CALLS.register(*names)
@@ -378,7 +382,9 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
         elif op.attrs.get("_skipped"):
             found.append(UnsupportedOp(op.name, op.line))
         elif op.name == "stablehlo.custom_call" and op.attrs.get("call_target_name") not in CUSTOM_CALLS:
-            found.append(UnsupportedOp(op.name, op.line, f"@{op.attrs.get('call_target_name')}"))
+            target = op.attrs.get("call_target_name")
+            reason = REFUSED_CUSTOM_CALLS.get(str(target))
+            found.append(UnsupportedOp(op.name, op.line, f"@{target}" + (f" ({reason})" if reason else "")))
         elif op.name not in RULES:
             target = op.attrs.get("call_target_name")
             found.append(UnsupportedOp(op.name, op.line, f"@{target}" if target else ""))

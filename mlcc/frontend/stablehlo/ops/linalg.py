@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from mlcc.frontend.stablehlo.importer import (Complex, Context, Results, complex_op, custom_call_target,
-                                              stablehlo_op)
+from mlcc.frontend.stablehlo.importer import (REFUSED_CUSTOM_CALLS, Complex, Context, Results, complex_op,
+                                              custom_call_target, stablehlo_op)
 from mlcc.frontend.stablehlo.ops import complex as cplx
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
@@ -41,6 +41,8 @@ REFUSED_TARGETS = {
     "heevd": "a Hermitian eigendecomposition (LAPACK's divide and conquer: eigenvector phases are its own)",
     "gesdd": "a singular value decomposition (LAPACK's divide and conquer: singular vector signs are its own)",
 }
+REFUSED_CUSTOM_CALLS.update({f"lapack_{t}{routine}_ffi": reason for routine, reason in REFUSED_TARGETS.items()
+                             for t in ("cz" if routine == "heevd" else "sd" if routine == "syevd" else "sdcz")})
 
 
 # ---------------------------------------------------------------- values that are real or Complex
