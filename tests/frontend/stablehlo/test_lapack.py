@@ -198,3 +198,32 @@ def test_a_larger_factorization_is_refused():
     a = hermitian_positive((65, 65), np.float32)
     with pytest.raises(Exception, match="at most 64"):
         import_stablehlo(custom_call("potrf", [a], [(a.shape, np.float32), ((), np.int32)], "uplo = 76 : ui8"))
+
+
+# ---------------------------------------------------------------- gtsv
+def gtsv_program(dl, d, du, b) -> str:
+    dtype, batch = b.dtype, d.shape[:-1]
+    return custom_call("gtsv", [dl, d, du, b], [(dl.shape, dtype), (d.shape, dtype), (du.shape, dtype),
+                                                (b.shape, dtype), (batch, np.int32)]).replace(
+        f'num_batch_dims = "{dl.ndim - 2}"', f'num_batch_dims = "{len(batch)}"')
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gtsv_solves_the_tridiagonal_system(dtype):
+    n = 6
+    dl, d, du, b = matrix((2, n), dtype), matrix((2, n), dtype), matrix((2, n), dtype), matrix((2, n, 3), dtype)
+    d[0, :3] *= 0.01  # small diagonal entries: rows are swapped (partial pivoting)
+    dl[:, 0] = 0
+    du[:, -1] = 0
+    *_, x, info = run(gtsv_program(dl, d, du, b), [dl, d, du, b])
+    for i in range(2):
+        a = np.diag(d[i]) + np.diag(dl[i, 1:], -1) + np.diag(du[i, :-1], 1)
+        np.testing.assert_allclose(x[i], np.linalg.solve(a.astype(np.complex128), b[i]), **tol(dtype))
+    np.testing.assert_array_equal(info, [0, 0])
+
+
+def test_gtsv_info_names_the_zero_pivot():
+    dl, d, du = np.array([0.0, 1.0, 0.0]), np.array([1.0, 1.0, 5.0]), np.array([1.0, 0.0, 0.0])
+    b = np.ones((3, 1))  # [[1, 1, 0], [1, 1, 0], [0, 0, 5]]: eliminating row 2 leaves a zero pivot, none below
+    *_, info = run(gtsv_program(dl, d, du, b), [dl, d, du, b])
+    assert int(info) == 2

@@ -4,7 +4,7 @@ JAX lowers its linalg primitives on CPU to ``stablehlo.custom_call @lapack_<t><r
 f32, f64, complex<f32>, complex<f64>), with the LAPACK argument characters in ``mhlo.backend_config`` and
 ``num_batch_dims`` leading batch dims. The routines whose result the LAPACK documentation defines exactly
 are imported here as the same algorithm unrolled over the matrix (one step per row or column, so the
-size is bounded by MAX_LINALG_STEPS), in real IR ops on real or Complex values:
+size is bounded by MAX_FACTOR_STEPS, MAX_SOLVE_ROWS for a solve), in real IR ops on real or Complex values:
 
   trsm   op(a) x = alpha b or x op(a) = alpha b with alpha = 1 (the triangular_solve import)
   potrf  Cholesky, column by column; the other triangle is returned unchanged, as LAPACK leaves it;
@@ -32,8 +32,9 @@ from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
 
 Value = Instruction | Complex
-MAX_LINALG_STEPS = 64  # rows or columns a factorization or solve is unrolled over (200 took over 2 minutes to
-# compile and run on CPU)
+MAX_FACTOR_STEPS = 64  # columns a factorization is unrolled over (200 took over 2 minutes to compile and run
+# under the CPU interpreter)
+MAX_SOLVE_ROWS = 256  # rows a triangular solve is unrolled over (forward substitution)
 REFUSED_TARGETS = {
     "geev": "a general eigendecomposition (LAPACK's iterative QR algorithm: eigenvalue order and eigenvector "
             "phases are its own)",
@@ -175,9 +176,9 @@ def _config(cx: Context, op: Op, key: str, allowed: str) -> str:
     return char
 
 
-def _steps(cx: Context, op: Op, n: int) -> None:
-    if n > MAX_LINALG_STEPS:
-        raise cx.unsupported(op, f"a matrix of {n} rows or columns (at most {MAX_LINALG_STEPS} are unrolled)")
+def _steps(cx: Context, op: Op, n: int, limit: int = MAX_FACTOR_STEPS) -> None:
+    if n > limit:
+        raise cx.unsupported(op, f"a matrix of {n} rows or columns (at most {limit} are unrolled)")
 
 
 # ---------------------------------------------------------------- triangular_solve, trsm
@@ -188,7 +189,7 @@ def triangular_solve(cx: Context, op: Op, a: Value, b: Value, *, left: bool, low
     rank = len(_dims(a))
     if rank < 2 or len(_dims(b)) != rank or _dims(a)[-1] != _dims(a)[-2]:
         raise cx.error(op, "triangular_solve takes a square a and b of the same rank")
-    _steps(cx, op, _dims(a)[-1])
+    _steps(cx, op, _dims(a)[-1], MAX_SOLVE_ROWS)
     if transpose == "ADJOINT":
         a, transpose = _conj(cx, a), "TRANSPOSE"
     flip_a = transpose == "TRANSPOSE"
@@ -485,3 +486,82 @@ def import_orgqr(cx: Context, op: Op, args: list[Any]) -> Results:
     if 0 in dims:
         return a
     return householder_q(cx, a, tau)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- gtsv
+def _element(cx: Context, x: Value, i: int) -> Value:
+    """x[..., i] of a vector x [..., n], as [..., 1, 1]."""
+    dims = _dims(x)
+    batch = dims[:-1]
+    return _each(lambda p: cx.b.reshape(cx.b.op("slice", [p], start_indices=(0,) * len(batch) + (i,),
+                                                limit_indices=batch + (i + 1,), strides=(1,) * len(dims)),
+                                        batch + (1, 1)), x)
+
+
+def tridiagonal_solve(cx: Context, dl: list[Value], d: list[Value], du: list[Value], b: list[Value]
+                      ) -> tuple[list[Value], list[Value], list[Value], list[Value], list[Instruction]]:
+    """?gtsv on its elements (dl, du of n - 1, d and the rows of b of n): Gaussian elimination with partial
+    pivoting (rows i and i + 1 swapped where |d_i| < |dl_i|, by |re| + |im| for complex), then back
+    substitution. Returns dl, d, du as LAPACK leaves them (dl: U's second superdiagonal), the solution rows
+    and the failure preds (a zero pivot)."""
+    n = len(d)
+    dl, d, du, b = list(dl), list(d), list(du), list(b)
+    failed: list[Instruction] = []
+    width = _dims(b[0])
+
+    def times(s: Value, row: Value) -> Value:  # an element times a row of b
+        return _mul(cx, _broadcast(cx, s, width), row)
+    for i in range(n - 1):
+        keep = cx.b.op("compare", [_magnitude(cx, d[i]), _magnitude(cx, dl[i])], direction="GE")
+        keep_row = _broadcast(cx, keep, width)
+        failed.append(cx.b.op("and", [keep, _is_zero(cx, d[i])]))
+        fact = _div(cx, dl[i], d[i])  # no swap
+        swap_fact = _div(cx, d[i], dl[i])
+        d_next = _select(cx, keep, _both(cx, "subtract", d[i + 1], _mul(cx, fact, du[i])),
+                         _both(cx, "subtract", du[i], _mul(cx, swap_fact, d[i + 1])))
+        b_i = _select(cx, keep_row, b[i], b[i + 1])  # type: ignore[arg-type]
+        b_next = _select(cx, keep_row, _both(cx, "subtract", b[i + 1], times(fact, b[i])),  # type: ignore[arg-type]
+                         _both(cx, "subtract", b[i], times(swap_fact, b[i + 1])))
+        d_i = _select(cx, keep, d[i], dl[i])
+        du_i = _select(cx, keep, du[i], d[i + 1])
+        if i < n - 2:
+            dl_i = _select(cx, keep, _zeros(cx, dl[i]), du[i + 1])
+            du[i + 1] = _select(cx, keep, du[i + 1], _each(lambda p: cx.b.op("negate", [p]),
+                                                           _mul(cx, swap_fact, du[i + 1])))
+            dl[i] = dl_i
+        d[i], d[i + 1], du[i], b[i], b[i + 1] = d_i, d_next, du_i, b_i, b_next
+    failed.append(_is_zero(cx, d[n - 1]))
+    x: list[Value] = [b[0]] * n
+    for i in reversed(range(n)):
+        row = b[i]
+        if i + 1 < n:
+            row = _both(cx, "subtract", row, times(du[i], x[i + 1]))
+        if i + 2 < n:
+            row = _both(cx, "subtract", row, times(dl[i], x[i + 2]))
+        x[i] = _div(cx, row, _broadcast(cx, d[i], width))
+    return dl, d, du, x, failed
+
+
+@custom_call_target(*(f"lapack_{t}gtsv_ffi" for t in "sdcz"))
+def import_gtsv(cx: Context, op: Op, args: list[Any]) -> Results:
+    """JAX passes dl, d, du of n each (dl[0] and du[n-1] unused: LAPACK reads dl from its second element) and
+    b [..., n, nrhs], and gets them back overwritten, with info."""
+    dl, d, du, b = args
+    dims = _dims(b)
+    n, rank = dims[-2], len(dims)
+    batch = dims[:-2]
+    if len(dims) < 2 or any(_dims(v) != batch + (n,) for v in (dl, d, du)):
+        raise cx.error(op, "gtsv takes dl, d, du [..., n] and b [..., n, nrhs]")
+    _steps(cx, op, n)
+    if n == 0:
+        return [dl, d, du, b, cx.b.splat(0, "s32", batch)]
+    rows = [_slice(cx, b, i, i + 1, 0, dims[-1]) for i in range(n)]
+    new_dl, new_d, new_du, x, failed = tridiagonal_solve(
+        cx, [_element(cx, dl, i + 1) for i in range(n - 1)], [_element(cx, d, i) for i in range(n)],
+        [_element(cx, du, i) for i in range(n - 1)], rows)
+
+    def vector(elements: list[Value]) -> Value:
+        return _each(lambda p: cx.b.reshape(p, batch + (len(elements),)),
+                     _concat(cx, elements, rank - 1))
+    return [vector([_element(cx, dl, 0)] + new_dl), vector(new_d),  # type: ignore[list-item]
+            vector(new_du + [_element(cx, du, n - 1)]), _concat(cx, x, rank - 2), _first_failure(cx, failed, batch)]
