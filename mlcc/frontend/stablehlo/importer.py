@@ -64,8 +64,14 @@ def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
 CUSTOM_CALLS: RuleTable[Rule] = RuleTable("custom_call target rule", keys="any")
 
 
-# custom_call targets known and refused: target -> the reason, shown where the op is listed as unsupported
+# custom_call targets known and refused: target -> the reason, shown where the op is listed as unsupported (a
+# refused target's rule imports only the call on empty operands)
 REFUSED_CUSTOM_CALLS: dict[str, str] = {}
+
+
+def empty_operands(op: Op) -> bool:
+    """Whether an operand has no elements (a refused target may still be imported then: nothing to compute)."""
+    return any(isinstance(v.type, TensorType) and 0 in v.type.dims for v in op.operands)
 
 
 def custom_call_target(*names: str) -> Callable[[Rule], Rule]:
@@ -381,7 +387,9 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
             pass
         elif op.attrs.get("_skipped"):
             found.append(UnsupportedOp(op.name, op.line))
-        elif op.name == "stablehlo.custom_call" and op.attrs.get("call_target_name") not in CUSTOM_CALLS:
+        elif op.name == "stablehlo.custom_call" and (op.attrs.get("call_target_name") not in CUSTOM_CALLS
+                                                     or (str(op.attrs.get("call_target_name")) in REFUSED_CUSTOM_CALLS
+                                                         and not empty_operands(op))):
             target = op.attrs.get("call_target_name")
             reason = REFUSED_CUSTOM_CALLS.get(str(target))
             found.append(UnsupportedOp(op.name, op.line, f"@{target}" + (f" ({reason})" if reason else "")))

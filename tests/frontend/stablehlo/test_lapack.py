@@ -227,3 +227,13 @@ def test_gtsv_info_names_the_zero_pivot():
     b = np.ones((3, 1))  # [[1, 1, 0], [1, 1, 0], [0, 0, 5]]: eliminating row 2 leaves a zero pivot, none below
     *_, info = run(gtsv_program(dl, d, du, b), [dl, d, du, b])
     assert int(info) == 2
+
+
+def test_an_empty_decomposition_is_imported():
+    # syevd of 0 x 0 matrices: nothing to compute, so nothing LAPACK-specific to reproduce
+    a = np.zeros((2, 0, 0), np.float32)
+    text = custom_call("syevd", [a], [((2, 0, 0), np.float32), ((2, 0), np.float32), ((2,), np.int32)],
+                       "mode = 86 : ui8, uplo = 76 : ui8")
+    vectors, values, info = run(text, [a])
+    assert vectors.shape == (2, 0, 0) and values.shape == (2, 0)
+    np.testing.assert_array_equal(info, [0, 0])

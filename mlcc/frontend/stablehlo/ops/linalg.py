@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mlcc.frontend.stablehlo.importer import (REFUSED_CUSTOM_CALLS, Complex, Context, Results, complex_op,
-                                              custom_call_target, stablehlo_op)
+                                              custom_call_target, is_complex_type, stablehlo_op)
 from mlcc.frontend.stablehlo.ops import complex as cplx
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
@@ -44,6 +44,23 @@ REFUSED_TARGETS = {
 }
 REFUSED_CUSTOM_CALLS.update({f"lapack_{t}{routine}_ffi": reason for routine, reason in REFUSED_TARGETS.items()
                              for t in ("cz" if routine == "heevd" else "sd" if routine == "syevd" else "sdcz")})
+
+
+def import_empty_decomposition(cx: Context, op: Op, args: list[Any]) -> Results:
+    """A refused decomposition of matrices with no elements: empty results, info 0."""
+    results: list[Any] = []
+    for i, value in enumerate(op.results):
+        shape = cx.result_shape(op, i)
+        if 0 not in shape.dims and not shape.dtype.startswith(("s", "u")):
+            raise cx.unsupported(op, REFUSED_CUSTOM_CALLS[op.attrs["call_target_name"]])
+        zeros = cx.b.splat(0, shape.dtype, shape.dims)
+        results.append(Complex(zeros, cx.b.splat(0, shape.dtype, shape.dims)) if is_complex_type(value.type) else zeros)
+    return results
+
+
+for _target in REFUSED_CUSTOM_CALLS:
+    if _target.startswith("lapack_"):
+        custom_call_target(_target)(import_empty_decomposition)
 
 
 # ---------------------------------------------------------------- values that are real or Complex
