@@ -186,16 +186,22 @@ def _config(cx: Context, op: Op, key: str, allowed: str) -> str:
     config = op.attrs.get("mhlo.backend_config")
     value = config.get(key) if isinstance(config, dict) else None
     if value is None:
-        raise cx.error(op, f"mhlo.backend_config has no {key}")
+        raise cx.error(op, f"{_target(op)}mhlo.backend_config has no {key}")
     char = chr(int(value))
     if char not in allowed:
-        raise cx.unsupported(op, f"{key} = '{char}' (expected one of {', '.join(allowed)})")
+        raise cx.unsupported(op, f"{_target(op)}{key} = '{char}' (expected one of {', '.join(allowed)})")
     return char
+
+
+def _target(op: Op) -> str:
+    """``@lapack_spotrf_ffi: `` for a custom call, to name the routine in a message."""
+    target = op.attrs.get("call_target_name")
+    return f"@{target}: " if target else ""
 
 
 def _steps(cx: Context, op: Op, n: int, limit: int = MAX_FACTOR_STEPS) -> None:
     if n > limit:
-        raise cx.unsupported(op, f"a matrix of {n} rows or columns (at most {limit} are unrolled)")
+        raise cx.unsupported(op, f"{_target(op)}a matrix of {n} rows or columns (at most {limit} are unrolled)")
 
 
 # ---------------------------------------------------------------- triangular_solve, trsm
