@@ -320,8 +320,23 @@ case("chlo_bessel_i1e", lambda x, d: (lax.bessel_i1e(x), lax.bessel_i1e(d)),
      np.concatenate([f32(10, lo=-8, hi=8), np.array([0.0, 29.5, 30.5, -45.0, 200.0, 1e-3], np.float32)]),
      np.array([0.0, 0.5, -3.0, 12.0, 99.0, 101.0, -250.0, 1e4]))
 
+_SPD = (lambda x: x @ x.T + 4 * np.eye(4, dtype=np.float32))(f32(4, 4))
+case("lapack_linalg", lambda s, a, b: (jnp.linalg.cholesky(s), lax.linalg.triangular_solve(s, b, left_side=True,
+                                                                                            lower=True),
+                                       *jnp.linalg.qr(a), *jnp.linalg.qr(a, mode="complete"),
+                                       lax.linalg.cholesky(s.astype(np.float64), symmetrize_input=False)),
+     _SPD, f32(5, 3), f32(4, 2))
+_KEY32 = _rng.integers(0, 2**32, 4, dtype=np.uint64).astype(np.uint32)
+_KEY64 = _rng.integers(0, 2**63, 2, dtype=np.uint64)
+case("rng_bit_generator", lambda k, k64: (
+    lax.rng_bit_generator(k, (5, 7), np.uint32, algorithm=lax.RandomAlgorithm.RNG_THREE_FRY),
+    lax.rng_bit_generator(k, (3,), np.uint8, algorithm=lax.RandomAlgorithm.RNG_PHILOX),
+    lax.rng_bit_generator(k64, (2, 3), np.uint64, algorithm=lax.RandomAlgorithm.RNG_DEFAULT),
+    lax.rng_bit_generator(k64, (), np.uint16, algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)),
+    _KEY32, _KEY64)
+
 # ---------------------------------------------------------------- refused on purpose
-UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.cholesky(a @ a.T + 8 * jnp.eye(4)), (X,))
+UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.eigh(a @ a.T + 8 * jnp.eye(4)), (X[:, :4],))
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))
 
 

@@ -116,8 +116,8 @@ def test_missing_file(tmp_path):
 # ---------------------------------------------------------------- unsupported ops
 def test_every_unsupported_op_is_listed(tmp_path):
     text = program("""
-        %0 = "stablehlo.rng_bit_generator"(%arg0) <{rng_algorithm = #stablehlo<rng_algorithm DEFAULT>}> : (
-          tensor<4xf32>
+        %0 = "stablehlo.rng"(%arg0, %arg0) <{rng_distribution = #stablehlo<rng_distribution UNIFORM>}> : (
+          tensor<4xf32>, tensor<4xf32>
         ) -> tensor<4xf32>
         %1 = stablehlo.negate %0 : tensor<4xf32>
         %2 = stablehlo.custom_call @my_kernel(%0) {backend_config = ""} : (tensor<4xf32>) -> tensor<4xf32>
@@ -125,7 +125,7 @@ def test_every_unsupported_op_is_listed(tmp_path):
         %4 = chlo.zeta %3, %3 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
         return %4 : tensor<4xf32>""")
     message = error_of(tmp_path, text, UnsupportedOpsError)
-    assert message == (": 4 unsupported ops: stablehlo.rng_bit_generator (line 3), stablehlo.custom_call @my_kernel (line 7), "
+    assert message == (": 4 unsupported ops: stablehlo.rng (line 3), stablehlo.custom_call @my_kernel (line 7), "
                        "stablehlo.cholesky (line 8), chlo.zeta (line 9)")
     assert UnsupportedOpsError([]).exit_code == EXIT_UNSUPPORTED
 

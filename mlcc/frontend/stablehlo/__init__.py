@@ -19,7 +19,8 @@ from mlcc.frontend.stablehlo.errors import (StableHLOError, StableHLOParseError,
                                             UnsupportedOpsError)
 from mlcc.frontend.stablehlo.importer import RULES, import_module
 from mlcc.frontend.stablehlo.ops import (complex, contraction, control, data, elementwise, fft,  # noqa: F401
-                                         indexing, precision, quantization, reduction, sorting, special, windows)
+                                         indexing, linalg, precision, quantization, reduction, rng, sorting, special,
+                                         windows)
 from mlcc.frontend.stablehlo.parser import Parser
 from mlcc.hlo.ir import Module
 

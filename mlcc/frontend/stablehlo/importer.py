@@ -59,6 +59,26 @@ def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
     return RULES.register(*names)
 
 
+# stablehlo.custom_call's rules, keyed by call_target_name (lapack_spotrf_ffi...); a rule gets the operands as
+# any rule does, Complex pairs included, and a target with no rule is listed with the unsupported ops
+CUSTOM_CALLS: RuleTable[Rule] = RuleTable("custom_call target rule", keys="any")
+
+
+# custom_call targets known and refused: target -> the reason, shown where the op is listed as unsupported (a
+# refused target's rule imports only the call on empty operands)
+REFUSED_CUSTOM_CALLS: dict[str, str] = {}
+
+
+def empty_operands(op: Op) -> bool:
+    """Whether an operand has no elements (a refused target may still be imported then: nothing to compute)."""
+    return any(isinstance(v.type, TensorType) and 0 in v.type.dims for v in op.operands)
+
+
+def custom_call_target(*names: str) -> Callable[[Rule], Rule]:
+    """Register fn as the rule of stablehlo.custom_call with each of these call targets."""
+    return CUSTOM_CALLS.register(*names)
+
+
 class Complex(NamedTuple):
     """A complex tensor as its real and imaginary parts (two real instructions of one shape)."""
 
@@ -306,6 +326,12 @@ class Context:
         return results
 
 
+@stablehlo_op("stablehlo.custom_call")
+@complex_op("stablehlo.custom_call")
+def import_custom_call(cx: Context, op: Op, args: list[Any]) -> Results:
+    return CUSTOM_CALLS[op.attrs["call_target_name"]](cx, op, args)
+
+
 def _part(value: Any) -> Instruction:
     """An instruction, or a complex value's real part (for its shape)."""
     return value.re if isinstance(value, Complex) else value
@@ -361,6 +387,12 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
             pass
         elif op.attrs.get("_skipped"):
             found.append(UnsupportedOp(op.name, op.line))
+        elif op.name == "stablehlo.custom_call" and (op.attrs.get("call_target_name") not in CUSTOM_CALLS
+                                                     or (str(op.attrs.get("call_target_name")) in REFUSED_CUSTOM_CALLS
+                                                         and not empty_operands(op))):
+            target = op.attrs.get("call_target_name")
+            reason = REFUSED_CUSTOM_CALLS.get(str(target))
+            found.append(UnsupportedOp(op.name, op.line, f"@{target}" + (f" ({reason})" if reason else "")))
         elif op.name not in RULES:
             target = op.attrs.get("call_target_name")
             found.append(UnsupportedOp(op.name, op.line, f"@{target}" if target else ""))

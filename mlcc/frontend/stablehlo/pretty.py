@@ -333,6 +333,21 @@ def read_custom_call(p: Parser, name: str) -> OpParts:
     return OpParts(operands, attrs, [], results)
 
 
+@pretty("stablehlo.rng_bit_generator")
+def read_rng_bit_generator(p: Parser, name: str) -> OpParts:
+    """``%state, %bits = stablehlo.rng_bit_generator %s, algorithm = PHILOX : (tensor<2xui64>) -> (...)``; the
+    algorithm is kept as the generic form's ``rng_algorithm``."""
+    operands, positions, attrs, words = items(p, {"algorithm": lambda q: q.lx.expect_kind("ident", "an algorithm").text})
+    if words or "algorithm" not in attrs:
+        raise p.lx.error("rng_bit_generator needs algorithm = DEFAULT, THREE_FRY or PHILOX")
+    attrs["rng_algorithm"] = attrs.pop("algorithm")
+    inputs, results = signature(p)
+    if results is None:
+        raise p.lx.error("rng_bit_generator needs a function type")
+    p.check_types(operands, positions, inputs)
+    return OpParts(operands, attrs, [], results)
+
+
 @pretty("stablehlo.composite")
 def read_composite(p: Parser, name: str) -> OpParts:
     target = p.lx.expect_kind("string", "the composite's name")

@@ -6,7 +6,7 @@ import numpy as np
 
 from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
 from mlcc.frontend.stablehlo.syntax import Op
-from mlcc.hlo.ir import DTYPE_BYTES, Instruction
+from mlcc.hlo.ir import DTYPE_BYTES, Instruction, Shape
 
 UNARY = {
     "stablehlo.abs": "abs", "stablehlo.negate": "negate", "stablehlo.exponential": "exp",
@@ -100,14 +100,53 @@ def import_convert(cx: Context, op: Op, args: list[Instruction]) -> Results:
 
 @stablehlo_op("stablehlo.bitcast_convert")
 def import_bitcast_convert(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """Between widths, as XLA does it (little-endian): a wide element is r narrow ones along a new last dim of
+    size r, the lowest bits first."""
     (x,) = args
     out = cx.result_shape(op)
-    if DTYPE_BYTES[x.shape.dtype] != DTYPE_BYTES[out.dtype] or tuple(x.shape.dims) != out.dims:
-        raise cx.unsupported(op, f"bitcast between element types of different widths ({x.shape.dtype} -> "
-                                 f"{out.dtype}) is not supported")
     if x.shape.dtype == out.dtype:
         return x
-    return cx.b.op("bitcast-convert", [x], out)
+    wide, narrow = DTYPE_BYTES[x.shape.dtype], DTYPE_BYTES[out.dtype]
+    if wide == narrow and tuple(x.shape.dims) == out.dims:
+        return cx.b.op("bitcast-convert", [x], out)
+    if wide < narrow:
+        wide, narrow = narrow, wide
+    ratio = wide // narrow
+    split = DTYPE_BYTES[x.shape.dtype] > DTYPE_BYTES[out.dtype]
+    dims = tuple(x.shape.dims)
+    if (wide % narrow or (split and out.dims != dims + (ratio,)) or (not split and dims != out.dims + (ratio,))
+            or not (_plain_bits(x.shape.dtype) and _plain_bits(out.dtype))):
+        raise cx.unsupported(op, f"bitcast of {x.shape.dtype}{list(dims)} to {out.dtype}{list(out.dims)} is not "
+                                 "supported")
+    wide_u, narrow_u = f"u{8 * wide}", f"u{8 * narrow}"
+
+    def as_unsigned(v: Instruction, dtype: str) -> Instruction:
+        return v if v.shape.dtype == dtype else cx.b.op("bitcast-convert", [v], Shape(dtype, v.shape.dims))
+
+    def shift(v: Instruction, opcode: str, k: int) -> Instruction:
+        return cx.b.op(opcode, [v, cx.b.splat(8 * narrow * k, v.shape.dtype, v.shape.dims)]) if k else v
+    if split:
+        w = as_unsigned(x, wide_u)
+        mask = cx.b.splat((1 << (8 * narrow)) - 1, wide_u, dims)
+        parts = [cx.b.reshape(cx.b.convert(cx.b.op("and", [shift(w, "shift-right-logical", k), mask]), narrow_u),
+                              dims + (1,)) for k in range(ratio)]
+        result = cx.b.op("concatenate", parts, dimension=len(dims))
+    else:
+        n = as_unsigned(x, narrow_u)
+        rank = len(dims)
+        result = None
+        for k in range(ratio):
+            part = cx.b.op("slice", [n], start_indices=(0,) * (rank - 1) + (k,), limit_indices=out.dims + (k + 1,),
+                           strides=(1,) * rank)
+            part = shift(cx.b.convert(cx.b.reshape(part, out.dims), wide_u), "shift-left", k)
+            result = part if result is None else cx.b.op("or", [result, part])
+        assert result is not None
+    return as_unsigned(result, out.dtype) if result.shape.dtype != out.dtype else result
+
+
+def _plain_bits(dtype: str) -> bool:
+    """An element type a wide bitcast can take apart: integers and the IEEE floats (not pred, not packed)."""
+    return dtype != "pred" and dtype in DTYPE_BYTES and DTYPE_BYTES[dtype] in (1, 2, 4, 8)
 
 
 @stablehlo_op("stablehlo.constant")
