@@ -59,6 +59,28 @@ def stablehlo_op(*names: str) -> Callable[[Rule], Rule]:
     return RULES.register(*names)
 
 
+CUSTOM_CALLS: dict[str, Rule] = {}  # call_target_name -> the rule of a stablehlo.custom_call to it
+
+
+def custom_call(target: str) -> Callable[[Rule], Rule]:
+    """Register fn as the rule of stablehlo.custom_call @target (other targets stay unsupported)."""
+    def register(fn: Rule) -> Rule:
+        if target in CUSTOM_CALLS:
+            raise ValueError(f"custom_call @{target} already has a rule")
+        CUSTOM_CALLS[target] = fn
+        return fn
+    return register
+
+
+@stablehlo_op("stablehlo.custom_call")
+def import_custom_call(cx: "Context", op: Op, args: list[Instruction]) -> Results:
+    target = str(op.attrs.get("call_target_name"))
+    rule = CUSTOM_CALLS.get(target)
+    if rule is None:
+        raise cx.unsupported(op, f"custom_call @{target} has no import rule")
+    return rule(cx, op, args)
+
+
 class Complex(NamedTuple):
     """A complex tensor as its real and imaginary parts (two real instructions of one shape)."""
 
@@ -141,6 +163,17 @@ class Context:
 
     def result_shape(self, op: Op, index: int = 0) -> Shape:
         return self.shape(op, op.results[index].type)
+
+    def empty_result(self, op: Op, index: int = 0) -> Any:
+        """The op's result when it has no elements (its shape has a 0 dim), else None: the kernels of a
+        contraction or transform over nothing are never built (they would index by a zero-size dim)."""
+        t = op.results[index].type
+        shape = self.result_shape(op, index)
+        if 0 not in shape.dims:
+            return None
+        if is_complex_type(t):
+            return Complex(self.b.splat(0, shape.dtype, shape.dims), self.b.splat(0, shape.dtype, shape.dims))
+        return self.b.splat(0, shape.dtype, shape.dims)
 
     # ---- importing
     def import_function(self, fn: Function, args: Sequence[Instruction], op: Op | None = None) -> list[Instruction]:
@@ -346,10 +379,11 @@ def reachable_ops(parsed: ParsedModule, entry: Function) -> Iterator[Op]:
         for top in fn.body.ops:
             for op in top.walk():
                 yield op
-                for key in ("callee", "decomposition"):
-                    ref = op.attrs.get(key)
-                    if isinstance(ref, SymbolRef) and ref.name in parsed.functions:
-                        todo.append(parsed.functions[ref.name])
+                for key in ("callee", "decomposition", "called_computations"):
+                    refs = op.attrs.get(key)
+                    for ref in refs if isinstance(refs, list) else [refs]:
+                        if isinstance(ref, SymbolRef) and ref.name in parsed.functions:
+                            todo.append(parsed.functions[ref.name])
 
 
 def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp]:
@@ -361,7 +395,8 @@ def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp
             pass
         elif op.attrs.get("_skipped"):
             found.append(UnsupportedOp(op.name, op.line))
-        elif op.name not in RULES:
+        elif op.name not in RULES or (op.name == "stablehlo.custom_call"
+                                      and str(op.attrs.get("call_target_name")) not in CUSTOM_CALLS):
             target = op.attrs.get("call_target_name")
             found.append(UnsupportedOp(op.name, op.line, f"@{target}" if target else ""))
         elif bad:

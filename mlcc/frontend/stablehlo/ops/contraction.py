@@ -28,6 +28,9 @@ def import_dot_general(cx: Context, op: Op, args: list[Instruction]) -> Results:
     def dims(key: str) -> tuple[int, ...]:
         return tuple(int(d) for d in dn.get(key, ()))
 
+    empty = cx.empty_result(op)
+    if empty is not None:
+        return empty
     # StableHLO and the IR both order the result as batch, lhs free, rhs free.
     return cx.b.op("dot", [lhs, rhs], cx.result_shape(op),
                    lhs_batch_dims=dims("lhs_batching_dimensions"),
@@ -56,6 +59,9 @@ def import_convolution(cx: Context, op: Op, args: list[Instruction]) -> Results:
     ones = (1,) * spatial
     if int(op.attrs.get("batch_group_count", 1)) != 1:
         raise cx.unsupported(op, "batch_group_count other than 1 is not supported")
+    empty = cx.empty_result(op)  # e.g. a dilated window larger than the padded input: no output position
+    if empty is not None:
+        return empty
     lhs_dilation = int_tuple(cx, op, "lhs_dilation", ones)
     padding = np.asarray(as_array(op.attrs["padding"]), dtype=np.int64).reshape(spatial, 2) \
         if "padding" in op.attrs else np.zeros((spatial, 2), np.int64)
