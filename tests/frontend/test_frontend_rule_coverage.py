@@ -42,7 +42,6 @@ STABLEHLO_NOT_IMPORTED = {
     **_all("shapes given as tensor operands: " + _NOT_YET + " (symbolic dims come from the argument types)",
            "dynamic_broadcast_in_dim", "dynamic_conv", "dynamic_gather", "dynamic_iota", "dynamic_pad",
            "dynamic_reshape", "real_dynamic_slice", "get_dimension_size", "set_dimension_size"),
-    **_all("an opaque call into a framework's library: reported with its call target", "custom_call"),
     **_all("a region's terminator: read with the region it ends", "return"),
     **_all(_NOT_YET, "batch_norm_inference", "count_leading_zeros", "get_tuple_element", "tuple"),
 }

@@ -47,7 +47,7 @@ exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum 
 remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
 sign sine sqrt subtract tan tanh xor real imag complex uniform_quantize uniform_dequantize""".split())
 # ops whose complex form is their real form applied to the real parts and to the imaginary parts
-# (an op with a body only when the body adds or passes values through: see _componentwise_body)
+# (an op with a body only when the body adds or passes values through: see componentwise_body)
 COMPONENTWISE = frozenset(f"stablehlo.{n}" for n in """
 add subtract negate reshape transpose slice dynamic_slice dynamic_update_slice concatenate pad reverse
 broadcast_in_dim select gather scatter reduce_window optimization_barrier""".split())
@@ -278,7 +278,7 @@ class Context:
         if rule is not None:
             return rule(self, op, args)
         real_rule = RULES.get(op.name)
-        if op.name not in COMPONENTWISE or real_rule is None or not _componentwise_body(op):
+        if op.name not in COMPONENTWISE or real_rule is None or not componentwise_body(op):
             raise self.unsupported(op, "this op on complex values is not supported")
         parts = [real_rule(self, op, [a[k] if isinstance(a, Complex) else a for a in args]) for k in (0, 1)]
         re, im = ([p] if isinstance(p, Instruction) else list(p) for p in parts)
@@ -344,7 +344,7 @@ def _part(value: Any) -> Instruction:
     return value.re if isinstance(value, Complex) else value
 
 
-def _componentwise_body(op: Op) -> bool:
+def componentwise_body(op: Op) -> bool:
     """No body, or one whose ops are adds (reduce, scatter...) or none (a scatter that replaces): applied to the
     real parts and to the imaginary parts, such a body gives the parts of the complex result."""
     return all(o.name in ("stablehlo.add", "stablehlo.return") for region in op.regions for block in region
