@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, stablehlo_op
 from mlcc.frontend.stablehlo.ops import full_index
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.syntax import Op, as_array
