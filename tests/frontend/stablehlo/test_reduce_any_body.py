@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 from shlo_programs import assert_same, evaluate_text, run_kernels
@@ -135,3 +136,46 @@ def test_complex_reduce_window(tmp_path, kind):
             assert_same(got.imag, want.imag, "im")
         else:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def sequential_running_sum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    """XLA's reduce_window add: each window's elements added one at a time from 0, in window order, each sum
+    rounded to the element type (ml_dtypes rounds to nearest even)."""
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    out = np.empty_like(x)
+    for i in range(n):
+        acc = np.zeros(x.shape[:-1], x.dtype)
+        for j in (range(i, n) if reverse else range(0, i + 1)):
+            acc = (acc.astype(np.float32) + x[..., j].astype(np.float32)).astype(x.dtype)
+        out[..., i] = acc
+    return np.moveaxis(out, -1, axis)
+
+
+@pytest.mark.parametrize("dtype,element", [(ml_dtypes.bfloat16, "bf16"), (np.float16, "f16")])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_half_precision_cumsum_adds_in_xlas_order(tmp_path, dtype, element, reverse):
+    """JAX's cumsum (a reduce_window of n elements padded by n - 1) in bf16/f16 gives XLA's running sum,
+    rounded at each step, not the f32 sum rounded once (which differs here: checked)."""
+    shape, axis = (5, 24), 1
+    x = rng.uniform(0, 4, shape).astype(dtype)
+    n = shape[axis]
+    padding = "[[0, 0], [0, 23]]" if reverse else "[[0, 0], [23, 0]]"
+    text = f"""module @m {{
+  func.func public @main(%arg0: {t(shape, element)}) -> {t(shape, element)} {{
+    %c = stablehlo.constant dense<0.000000e+00> : tensor<{element}>
+    %0 = "stablehlo.reduce_window"(%arg0, %c) <{{padding = dense<{padding}> : tensor<2x2xi64>, window_dimensions = array<i64: 1, {n}>}}> ({{
+    ^bb0(%a: tensor<{element}>, %b: tensor<{element}>):
+      %r = stablehlo.add %a, %b : tensor<{element}>
+      stablehlo.return %r : tensor<{element}>
+    }}) : ({t(shape, element)}, tensor<{element}>) -> {t(shape, element)}
+    return %0 : {t(shape, element)}
+  }}
+}}
+"""
+    want = sequential_running_sum(x, axis, reverse)
+    summed_once = np.flip(np.cumsum(np.flip(x.astype(np.float32), axis), axis), axis) if reverse \
+        else np.cumsum(x.astype(np.float32), axis)
+    assert not np.array_equal(summed_once.astype(dtype).astype(np.float32), want.astype(np.float32))
+    for (got,) in both(text, [x], tmp_path):
+        assert_same(got, want)

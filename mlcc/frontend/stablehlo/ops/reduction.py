@@ -136,6 +136,10 @@ def _argminmax_kind(block: Block) -> str | None:
 
 
 # ---------------------------------------------------------------- reduce_window
+HALF_TYPES = ("bf16", "f16")
+MAX_SEQUENTIAL_HALF_SUM = 256  # longest half-precision running sum added in XLA's order (O(n^2) adds)
+
+
 @complex_op("stablehlo.reduce_window")
 def import_complex_reduce_window(cx: Context, op: Op, args: list[Any]) -> Results:
     """Complex operands: an add body on each part (its real rule, as for the other componentwise ops); any
@@ -167,6 +171,11 @@ def import_reduce_window(cx: Context, op: Op, args: list[Instruction]) -> Result
     strides = int_tuple(cx, op, "window_strides", ones)
     dilations = int_tuple(cx, op, "window_dilations", ones)
     cumulative = _cumulative_dim(x.shape.dims, window, strides, dilations, low, high)
+    if (kind == "add" and cumulative is not None and x.shape.dtype in HALF_TYPES
+            and x.shape.dims[cumulative[0]] <= MAX_SEQUENTIAL_HALF_SUM):
+        # XLA adds a window's elements one at a time in the element type (each sum rounded to bf16/f16);
+        # the IR's cumsum sums in f32 and rounds once, which drifts from that as the sums grow
+        return windows.reduce_window_general(cx, op, [x], [init])
     if kind == "add" and cumulative is not None:
         dim, reverse = cumulative
         out = cx.b.op("cumsum", [x], dimension=dim, **({"reverse": True} if reverse else {}))
