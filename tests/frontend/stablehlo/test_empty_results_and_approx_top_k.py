@@ -136,3 +136,21 @@ def test_a_custom_call_to_another_target_is_refused_by_name():
             "    return %0 : tensor<4xf32>\n  }\n}\n")
     with pytest.raises(UnsupportedOpsError, match="custom_call @SomethingElse"):
         import_stablehlo(text)
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+def test_convolution_with_batch_groups(tmp_path, groups):
+    """batch_group_count (how XLA writes a weight gradient): the spec's split of the lhs batch and the rhs
+    output features into groups, one convolution per group, concatenated along the output features."""
+    x = rng.standard_normal((2 * groups, 3, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((2 * groups, 3, 2, 3)).astype(np.float32)
+    want = np.concatenate([numpy_conv_nchw(x[2 * g:2 * g + 2], w[2 * g:2 * g + 2], (1, 1)) for g in range(groups)],
+                          axis=1)
+    body = (f"    %0 = stablehlo.convolution(%arg0, %arg1) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], "
+            f"window = {{stride = [1, 1], pad = [[0, 0], [0, 0]]}} {{batch_group_count = {groups} : i64, "
+            f"feature_group_count = 1 : i64}} : ({tensor(x.shape, x.dtype)}, {tensor(w.shape, w.dtype)}) -> "
+            f"{tensor(want.shape, want.dtype)}\n    return %0 : {tensor(want.shape, want.dtype)}")
+    text = module_text([x, w], [(want.shape, want.dtype)], body)
+    for (got,) in (evaluate_text(text, [x, w]), run_kernels(text, [x, w], tmp_path)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
