@@ -154,3 +154,15 @@ def test_convolution_with_batch_groups(tmp_path, groups):
     for (got,) in (evaluate_text(text, [x, w]), run_kernels(text, [x, w], tmp_path)):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_approx_top_k_without_aggregation_keeps_the_results_size(tmp_path):
+    """aggregate_to_topk = false: the results hold more than top_k elements (XLA's size for the recall
+    target), all sorted."""
+    x = distinct((3, 40), np.float32)
+    text = approx_top_k_text(x, 2, 1, True).replace("aggregate_to_topk = true", "aggregate_to_topk = false")
+    text = text.replace("3x2xf32", "3x8xf32").replace("3x2xi32", "3x8xi32")
+    want_i = np.argsort(-x, axis=1, kind="stable")[:, :8].astype(np.int32)
+    got_v, got_i = evaluate_text(text, [x])
+    assert_same(got_i, want_i)
+    assert_same(got_v, np.take_along_axis(x, want_i, axis=1))

@@ -130,7 +130,8 @@ def _sorted(cx: Context, op: Op, comparator: list, moved: list[Instruction], dim
 def import_approx_top_k(cx: Context, op: Op, args: list[Instruction]) -> Results:
     """jax.lax.approx_max_k/approx_min_k: custom_call @ApproxTopK(operands..., init values...) with the
     comparator in called_computations. mlcc computes it exactly, as XLA does off TPU (is_fallback): the
-    operands sorted along reduction_dim by the comparator (stable), their first top_k places."""
+    operands sorted along reduction_dim by the comparator, their first top_k places. XLA's sort there is not
+    stable, so where values tie the indices XLA returns are its sort's choice; mlcc's sort keeps the first."""
     config = op.attrs.get("mhlo.backend_config")
     callees = op.attrs.get("called_computations")
     if not isinstance(config, dict) or not isinstance(callees, list) or len(callees) != 1:
@@ -148,10 +149,12 @@ def import_approx_top_k(cx: Context, op: Op, args: list[Instruction]) -> Results
     dim = dim + rank if dim < 0 else dim
     if not 0 <= dim < rank:
         raise cx.error(op, f"reduction_dim {config.get('reduction_dim')} is out of range for rank {rank}")
-    k = int(config.get("top_k", -1))
+    # top_k places with aggregate_to_topk; without, XLA's fallback keeps the larger count it computes from
+    # the recall target (the results' size along reduction_dim), also sorted
+    k = int(cx.result_shape(op, 0).dims[dim])
     size = int(operands[0].shape.dims[dim])
-    if not 0 <= k <= size or any(tuple(cx.result_shape(op, i).dims)[dim] != k for i in range(n)):
-        raise cx.error(op, f"top_k = {k} does not fit dim {dim} of size {size} and the results")
+    if k > size or any(tuple(cx.result_shape(op, i).dims)[dim] != k for i in range(n)):
+        raise cx.error(op, f"results of {k} elements along dim {dim} from an operand of {size}")
     return _sorted(cx, op, [fn.body], [_moved_last(cx, a, dim) for a in operands], dim, count=k)
 
 
