@@ -166,3 +166,19 @@ def test_approx_top_k_without_aggregation_keeps_the_results_size(tmp_path):
     got_v, got_i = evaluate_text(text, [x])
     assert_same(got_i, want_i)
     assert_same(got_v, np.take_along_axis(x, want_i, axis=1))
+
+
+@pytest.mark.parametrize("int_type,result", [(np.int8, ml_dtypes.bfloat16), (np.int16, ml_dtypes.bfloat16),
+                                             (np.int8, np.float16), (np.int16, np.float32)])
+def test_integer_dot_general_with_a_float_result(tmp_path, int_type, result):
+    """JAX's preferred_element_type: integer operands, a float result (the operands converted to it first,
+    as XLA does). The bf16 result came out of the kernels as the integer sums' bits."""
+    a = rng.integers(-9, 10, (4, 5)).astype(int_type)
+    b = rng.integers(-9, 10, (5, 6)).astype(int_type)
+    want = (a.astype(np.int64) @ b.astype(np.int64)).astype(np.float32).astype(result)  # exact sums, < 2^8
+    body = (f"    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : "
+            f"({tensor(a.shape, a.dtype)}, {tensor(b.shape, b.dtype)}) -> {tensor(want.shape, want.dtype)}\n"
+            f"    return %0 : {tensor(want.shape, want.dtype)}")
+    text = module_text([a, b], [(want.shape, want.dtype)], body)
+    for (got,) in (evaluate_text(text, [a, b]), run_kernels(text, [a, b], tmp_path)):
+        assert_same(got, want)

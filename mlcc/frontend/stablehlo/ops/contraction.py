@@ -7,14 +7,16 @@ import numpy as np
 from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.syntax import Op, as_array
-from mlcc.hlo.ir import Instruction
+from mlcc.hlo.ir import Instruction, is_float
 
 
 def _same_dtype(cx: Context, op: Op, lhs: Instruction, rhs: Instruction) -> tuple[Instruction, Instruction]:
-    """Operands of one dtype; mixed operands are converted to the result's dtype first."""
-    if lhs.shape.dtype == rhs.shape.dtype:
-        return lhs, rhs
+    """Operands of one dtype; mixed operands, and integer operands of a floating-point result (JAX's
+    preferred_element_type), are converted to the result's dtype first, as XLA does."""
     dtype = cx.result_shape(op).dtype
+    integer_to_float = not is_float(lhs.shape.dtype) and not is_float(rhs.shape.dtype) and is_float(dtype)
+    if lhs.shape.dtype == rhs.shape.dtype and not integer_to_float:
+        return lhs, rhs
     return cx.b.convert(lhs, dtype), cx.b.convert(rhs, dtype)
 
 
