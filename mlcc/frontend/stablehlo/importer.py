@@ -47,7 +47,7 @@ exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum 
 remainder round_nearest_afz round_nearest_even rsqrt select shift_left shift_right_arithmetic shift_right_logical
 sign sine sqrt subtract tan tanh xor real imag complex uniform_quantize uniform_dequantize""".split())
 # ops whose complex form is their real form applied to the real parts and to the imaginary parts
-# (an op with a body only when the body adds or passes values through: see _componentwise_body)
+# (an op with a body only when the body adds or passes values through: see componentwise_body)
 COMPONENTWISE = frozenset(f"stablehlo.{n}" for n in """
 add subtract negate reshape transpose slice dynamic_slice dynamic_update_slice concatenate pad reverse
 broadcast_in_dim select gather scatter reduce_window optimization_barrier""".split())
@@ -162,6 +162,17 @@ class Context:
     def result_shape(self, op: Op, index: int = 0) -> Shape:
         return self.shape(op, op.results[index].type)
 
+    def empty_result(self, op: Op, index: int = 0) -> Any:
+        """The op's result when it has no elements (its shape has a 0 dim), else None: the kernels of a
+        contraction or transform over nothing are never built (they would index by a zero-size dim)."""
+        t = op.results[index].type
+        shape = self.result_shape(op, index)
+        if 0 not in shape.dims:
+            return None
+        if is_complex_type(t):
+            return Complex(self.b.splat(0, shape.dtype, shape.dims), self.b.splat(0, shape.dtype, shape.dims))
+        return self.b.splat(0, shape.dtype, shape.dims)
+
     # ---- importing
     def import_function(self, fn: Function, args: Sequence[Instruction], op: Op | None = None) -> list[Instruction]:
         if fn.name in self.call_stack:
@@ -265,7 +276,7 @@ class Context:
         if rule is not None:
             return rule(self, op, args)
         real_rule = RULES.get(op.name)
-        if op.name not in COMPONENTWISE or real_rule is None or not _componentwise_body(op):
+        if op.name not in COMPONENTWISE or real_rule is None or not componentwise_body(op):
             raise self.unsupported(op, "this op on complex values is not supported")
         parts = [real_rule(self, op, [a[k] if isinstance(a, Complex) else a for a in args]) for k in (0, 1)]
         re, im = ([p] if isinstance(p, Instruction) else list(p) for p in parts)
@@ -337,7 +348,7 @@ def _part(value: Any) -> Instruction:
     return value.re if isinstance(value, Complex) else value
 
 
-def _componentwise_body(op: Op) -> bool:
+def componentwise_body(op: Op) -> bool:
     """No body, or one whose ops are adds (reduce, scatter...) or none (a scatter that replaces): applied to the
     real parts and to the imaginary parts, such a body gives the parts of the complex result."""
     return all(o.name in ("stablehlo.add", "stablehlo.return") for region in op.regions for block in region
@@ -372,10 +383,11 @@ def reachable_ops(parsed: ParsedModule, entry: Function) -> Iterator[Op]:
         for top in fn.body.ops:
             for op in top.walk():
                 yield op
-                for key in ("callee", "decomposition"):
-                    ref = op.attrs.get(key)
-                    if isinstance(ref, SymbolRef) and ref.name in parsed.functions:
-                        todo.append(parsed.functions[ref.name])
+                for key in ("callee", "decomposition", "called_computations"):
+                    refs = op.attrs.get(key)
+                    for ref in refs if isinstance(refs, list) else [refs]:
+                        if isinstance(ref, SymbolRef) and ref.name in parsed.functions:
+                            todo.append(parsed.functions[ref.name])
 
 
 def unsupported_ops(parsed: ParsedModule, entry: Function) -> list[UnsupportedOp]:

@@ -18,6 +18,7 @@ from mlcc.frontend.stablehlo.ops.contraction import import_dot, import_dot_gener
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.ops.elementwise import total_order_key
 from mlcc.frontend.stablehlo.ops.reduction import body_kinds, import_reduce
+from mlcc.frontend.stablehlo.ops.windows import reduce_any_body
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction
 
@@ -307,11 +308,12 @@ def import_complex_dot(cx: Context, op: Op, args: list[Any]) -> Any:
 
 @complex_op("stablehlo.reduce")
 def import_complex_reduce(cx: Context, op: Op, args: list[Any]) -> Any:
-    """A sum reduces each part; a product multiplies pairs of halves until one element is left."""
+    """A sum reduces each part; a product multiplies pairs of halves until one element is left; any other body
+    (max/min in the spec's lexicographic order, several operands) is applied to pairs of halves the same way."""
     n = len(args) // 2
     kinds = body_kinds(op.regions[0], n) if op.regions else None
     if n != 1 or kinds not in (["add"], ["multiply"]) or not all(isinstance(a, Complex) for a in args):
-        raise cx.unsupported(op, "a reduction of complex values must be one operand with an add or multiply body")
+        return reduce_any_body(cx, op, args[:n], args[n:], int_tuple(cx, op, "dimensions"))
     x, init = args
     if kinds == ["add"]:
         parts = [import_reduce(cx, op, [x[k], init[k]]) for k in (0, 1)]

@@ -106,6 +106,9 @@ def import_fft(cx: Context, op: Op, args: list[Any]) -> Any:
         if n > MAX_FFT_LENGTH:
             raise cx.unsupported(op, f"a transform of length {n} (at most {MAX_FFT_LENGTH}: each is a dot with "
                                      "an n x n matrix)")
+    empty = cx.empty_result(op)
+    if empty is not None:
+        return empty
     last, n_last = rank - 1, lengths[-1]
     if kind == "RFFT":
         c, s = dft_matrix(n_last, False, n_last // 2 + 1)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.importer import (Complex, Context, Results, complex_op, componentwise_body,
+                                              stablehlo_op)
 from mlcc.frontend.stablehlo.ops import windows
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.syntax import Block, Op
@@ -77,10 +78,9 @@ def import_reduce(cx: Context, op: Op, args: list[Instruction]) -> Results:
     dims = int_tuple(cx, op, "dimensions")
     kinds = body_kinds(op.regions[0], n) if op.regions else None
     if kinds is None:
-        if n == 2:
+        if n == 2 and _is_argminmax(cx, op, inputs, inits, dims):
             return _argminmax(cx, op, inputs, inits, dims)
-        raise cx.unsupported(op, f"reduction body with {n} operand(s) is not one of add, multiply, maximum, "
-                                 "minimum, and, or, xor (per operand), nor the argmax/argmin pattern")
+        return windows.reduce_any_body(cx, op, inputs, inits, dims)
     results = []
     for x, init, kind in zip(inputs, inits, kinds):
         reduced = cx.b.op("reduce", [x], dimensions=dims, kind=kind) if dims else x
@@ -88,18 +88,26 @@ def import_reduce(cx: Context, op: Op, args: list[Instruction]) -> Results:
     return results
 
 
+def _is_argminmax(cx: Context, op: Op, inputs: Sequence[Instruction], inits: Sequence[Instruction],
+                  dims: tuple[int, ...]) -> bool:
+    """Whether the reduce is JAX's argmax/argmin form (values and an iota along the one reduced dim, inits
+    the values' identity and 0), which _argminmax imports as the IR's argmax/argmin."""
+    values, index = inputs
+    which = _argminmax_kind(op.regions[0][0])
+    if (which is None or len(dims) != 1 or index.opcode != "iota"
+            or index.attrs["iota_dimension"] != dims[0] or index.shape.dims != values.shape.dims):
+        return False
+    start = cx.value_of(inits[1])
+    kind = "maximum" if which == "argmax" else "minimum"
+    return is_identity(cx, inits[0], kind) and start is not None and start.reshape(()) == 0
+
+
 def _argminmax(cx: Context, op: Op, inputs: Sequence[Instruction], inits: Sequence[Instruction],
                dims: tuple[int, ...]) -> Results:
     """JAX's argmax: reduce (values, iota) with a body that keeps the larger value and the smaller index."""
     values, index = inputs
     which = _argminmax_kind(op.regions[0][0])
-    if (which is None or len(dims) != 1 or index.opcode != "iota"
-            or index.attrs["iota_dimension"] != dims[0] or index.shape.dims != values.shape.dims):
-        raise cx.unsupported(op, "a two-operand reduce is supported only in the argmax/argmin form JAX emits")
     kind = "maximum" if which == "argmax" else "minimum"
-    start = cx.value_of(inits[1])
-    if not is_identity(cx, inits[0], kind) or start is None or start.reshape(()) != 0:
-        raise cx.unsupported(op, f"{which} with an init value other than ({identity(kind, values.shape.dtype)}, 0)")
     best = cx.b.op("reduce", [values], dimensions=dims, kind=kind)
     position = cx.b.op(which, [values], dimension=dims[0])
     return [best, cx.b.convert(position, index.shape.dtype)]
@@ -128,6 +136,22 @@ def _argminmax_kind(block: Block) -> str | None:
 
 
 # ---------------------------------------------------------------- reduce_window
+HALF_TYPES = ("bf16", "f16")
+MAX_SEQUENTIAL_HALF_SUM = 256  # longest half-precision running sum added in XLA's order (O(n^2) adds)
+
+
+@complex_op("stablehlo.reduce_window")
+def import_complex_reduce_window(cx: Context, op: Op, args: list[Any]) -> Results:
+    """Complex operands: an add body on each part (its real rule, as for the other componentwise ops); any
+    other body (max/min in the spec's lexicographic order, products) window position by window position."""
+    n = len(args) // 2
+    if componentwise_body(op) and all(isinstance(a, Complex) for a in args):
+        parts = [import_reduce_window(cx, op, [a[k] for a in args]) for k in (0, 1)]
+        re, im = ([p] if isinstance(p, Instruction) else list(p) for p in parts)
+        return [Complex(r, i) for r, i in zip(re, im)]
+    return windows.reduce_window_general(cx, op, args[:n], args[n:])
+
+
 @stablehlo_op("stablehlo.reduce_window")
 def import_reduce_window(cx: Context, op: Op, args: list[Instruction]) -> Results:
     """add/max/min of one operand: the IR's reduce-window (or cumsum); any other form: windows.py."""
@@ -147,6 +171,11 @@ def import_reduce_window(cx: Context, op: Op, args: list[Instruction]) -> Result
     strides = int_tuple(cx, op, "window_strides", ones)
     dilations = int_tuple(cx, op, "window_dilations", ones)
     cumulative = _cumulative_dim(x.shape.dims, window, strides, dilations, low, high)
+    if (kind == "add" and cumulative is not None and x.shape.dtype in HALF_TYPES
+            and x.shape.dims[cumulative[0]] <= MAX_SEQUENTIAL_HALF_SUM):
+        # XLA adds a window's elements one at a time in the element type (each sum rounded to bf16/f16);
+        # the IR's cumsum sums in f32 and rounds once, which drifts from that as the sums grow
+        return windows.reduce_window_general(cx, op, [x], [init])
     if kind == "add" and cumulative is not None:
         dim, reverse = cumulative
         out = cx.b.op("cumsum", [x], dimension=dim, **({"reverse": True} if reverse else {}))

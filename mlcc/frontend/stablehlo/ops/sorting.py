@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, custom_call_target, stablehlo_op
 from mlcc.frontend.stablehlo.ops.elementwise import total_order_key
 from mlcc.frontend.stablehlo.syntax import Op
 from mlcc.hlo.ir import Instruction, Shape
@@ -104,18 +104,58 @@ def import_sort(cx: Context, op: Op, args: list[Instruction]) -> Results:
     moved = [_moved_last(cx, a, dim) for a in args]
     if int(moved[0].shape.dims[-1]) <= 1:
         return list(args)
+    return _sorted(cx, op, op.regions[0], moved, dim)
+
+
+def _sorted(cx: Context, op: Op, comparator: list, moved: list[Instruction], dim: int,
+            count: int | None = None) -> list[Instruction]:
+    """The operands (sorted dim moved last) sorted by the comparator region, their first count places, with
+    the sorted dim back in its place."""
 
     def goes_before(this: list, other: list) -> Instruction:
         operands = [x for pair in zip(other, this) for x in pair]  # comparator(lhs_0, rhs_0, lhs_1, rhs_1, ...)
-        (less,) = cx.import_lifted(op.regions[0], operands, other[0].shape.dims)
+        (less,) = cx.import_lifted(comparator, operands, other[0].shape.dims)
         if less.shape.dtype != "pred":
             raise cx.error(op, "the comparator must return a tensor<i1>")
         if less.shape.rank == 0:
             less = cx.b.broadcast_to(less, other[0].shape.dims)
         return less
 
-    perm = sort_rows(cx, op, moved, goes_before)
+    perm = sort_rows(cx, op, moved, goes_before, count)
     return [_moved_back(cx, read_through(cx, m, perm), dim) for m in moved]
+
+
+# ---------------------------------------------------------------- ApproxTopK
+@custom_call_target("ApproxTopK")
+def import_approx_top_k(cx: Context, op: Op, args: list[Instruction]) -> Results:
+    """jax.lax.approx_max_k/approx_min_k: custom_call @ApproxTopK(operands..., init values...) with the
+    comparator in called_computations. mlcc computes it exactly, as XLA does off TPU (is_fallback): the
+    operands sorted along reduction_dim by the comparator, their first top_k places. XLA's sort there is not
+    stable, so where values tie the indices XLA returns are its sort's choice; mlcc's sort keeps the first."""
+    config = op.attrs.get("mhlo.backend_config")
+    callees = op.attrs.get("called_computations")
+    if not isinstance(config, dict) or not isinstance(callees, list) or len(callees) != 1:
+        raise cx.error(op, "ApproxTopK needs mhlo.backend_config and one comparator in called_computations")
+    n = len(args) // 2
+    if n < 1 or len(args) != 2 * n or len(op.results) != n:
+        raise cx.error(op, f"ApproxTopK takes n operands and n init values for n results, not {len(args)} "
+                           f"operands for {len(op.results)} results")
+    fn = cx.parsed.functions.get(getattr(callees[0], "name", str(callees[0])))
+    if fn is None:
+        raise cx.error(op, f"ApproxTopK's comparator {callees[0]} is not defined")
+    operands = args[:n]
+    rank = operands[0].shape.rank
+    dim = int(config.get("reduction_dim", -1))
+    dim = dim + rank if dim < 0 else dim
+    if not 0 <= dim < rank:
+        raise cx.error(op, f"reduction_dim {config.get('reduction_dim')} is out of range for rank {rank}")
+    # top_k places with aggregate_to_topk; without, XLA's fallback keeps the larger count it computes from
+    # the recall target (the results' size along reduction_dim), also sorted
+    k = int(cx.result_shape(op, 0).dims[dim])
+    size = int(operands[0].shape.dims[dim])
+    if k > size or any(tuple(cx.result_shape(op, i).dims)[dim] != k for i in range(n)):
+        raise cx.error(op, f"results of {k} elements along dim {dim} from an operand of {size}")
+    return _sorted(cx, op, [fn.body], [_moved_last(cx, a, dim) for a in operands], dim, count=k)
 
 
 @complex_op("stablehlo.sort")

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, stablehlo_op
 from mlcc.frontend.stablehlo.ops import full_index
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.syntax import Op, as_array
@@ -55,8 +55,23 @@ def _at_position(cx: Context, padded: Instruction, w: Sequence[int], dilations: 
     return cx.b.op("slice", [padded], start_indices=start, limit_indices=limit, strides=tuple(strides))
 
 
-def reduce_window_general(cx: Context, op: Op, inputs: list[Instruction], inits: list[Instruction]) -> Results:
-    rank = inputs[0].shape.rank
+def _each(fn: Callable[[Instruction], Instruction], v: Any) -> Any:
+    """fn of an instruction, or of each part of a complex value."""
+    return Complex(*(fn(p) for p in v)) if isinstance(v, Complex) else fn(v)
+
+
+def _each2(fn: Callable[[Instruction, Instruction], Instruction], a: Any, b: Any) -> Any:
+    """fn of two instructions, or of the matching parts of two complex values."""
+    return Complex(*(fn(p, q) for p, q in zip(a, b))) if isinstance(a, Complex) else fn(a, b)
+
+
+def _first(v: Any) -> Instruction:
+    return v.re if isinstance(v, Complex) else v
+
+
+def reduce_window_general(cx: Context, op: Op, inputs: list[Any], inits: list[Any]) -> Results:
+    """Any body, any operands (complex ones too: their parts move together and the body sees Complex values)."""
+    rank = _first(inputs[0]).shape.rank
     ones = (1,) * rank
     window = int_tuple(cx, op, "window_dimensions")
     strides = int_tuple(cx, op, "window_strides", ones)
@@ -65,24 +80,62 @@ def reduce_window_general(cx: Context, op: Op, inputs: list[Instruction], inits:
     low, high = padding_of(cx, op, rank)
     out = tuple(cx.result_shape(op, 0).dims)
     interior = tuple(b - 1 for b in base)
-    padded = [cx.b.op("pad", [x, init], edge_padding_low=low, edge_padding_high=high, interior_padding=interior)
-              for x, init in zip(inputs, inits)]
+    padded = [_each2(lambda p, q: cx.b.op("pad", [p, q], edge_padding_low=low, edge_padding_high=high,
+                                          interior_padding=interior), x, init) for x, init in zip(inputs, inits)]
     real = None  # which padded elements are the inputs' (padding and holes take no part, as in XLA)
     if any(low + high + interior):
-        real = cx.b.op("pad", [cx.b.splat(True, "pred", tuple(inputs[0].shape.dims)), cx.scalar(False, "pred")],
+        real = cx.b.op("pad", [cx.b.splat(True, "pred", tuple(_first(inputs[0]).shape.dims)),
+                               cx.scalar(False, "pred")],
                        edge_padding_low=low, edge_padding_high=high, interior_padding=interior)
-    results = [cx.b.broadcast_to(init, out) for init in inits]
+    results = [_each(lambda p: cx.b.broadcast_to(p, out), init) for init in inits]
     if 0 in out:
         return results
     for w in _positions(cx, op, window):
-        pieces = [_at_position(cx, p, w, dilations, strides, out) for p in padded]
+        pieces = [_each(lambda p: _at_position(cx, p, w, dilations, strides, out), p) for p in padded]
         new = cx.import_lifted(op.regions[0], results + pieces, out)
-        new = [r if tuple(r.shape.dims) == out else cx.b.broadcast_to(r, out) for r in new]
+        new = [_each(lambda p: p if tuple(p.shape.dims) == out else cx.b.broadcast_to(p, out), r) for r in new]
         if real is not None:
             valid = _at_position(cx, real, w, dilations, strides, out)
-            new = [cx.b.op("select", [valid, r, old]) for r, old in zip(new, results)]
+            new = [_each2(lambda p, q: cx.b.op("select", [valid, p, q]), r, old) for r, old in zip(new, results)]
         results = new
     return results
+
+
+def reduce_any_body(cx: Context, op: Op, inputs: list[Any], inits: list[Any], dims: Sequence[int]) -> Results:
+    """stablehlo.reduce with any body and operands (complex ones too), for a body that is associative and
+    commutative (the spec leaves the order of a reduction to the implementation): the reduced elements are
+    laid out along one last axis, its halves combined pairwise by the body (the odd one out carried along)
+    until one element is left, and that combined with the init values."""
+    x = _first(inputs[0])
+    rank = x.shape.rank
+    kept = [d for d in range(rank) if d not in dims]
+    out = tuple(int(x.shape.dims[d]) for d in kept)
+    n = math.prod(int(x.shape.dims[d]) for d in dims)
+    lay = kept + list(dims)
+    values = [_each(lambda p: cx.b.reshape(cx.b.transpose(p, lay) if lay != list(range(rank)) else p, out + (n,)),
+                    v) for v in inputs]
+    axis = len(out)
+
+    def part(v: Any, lo: int, hi: int) -> Any:
+        return _each(lambda p: cx.b.op("slice", [p], start_indices=(0,) * axis + (lo,), limit_indices=out + (hi,),
+                                       strides=(1,) * (axis + 1)), v)
+
+    def combine(a: list[Any], b: list[Any], dims_: tuple[int, ...]) -> list[Any]:
+        new = cx.import_lifted(op.regions[0], a + b, dims_)
+        return [_each(lambda p: p if tuple(p.shape.dims) == dims_ else cx.b.broadcast_to(p, dims_), r) for r in new]
+
+    if n == 0:
+        return [_each(lambda p: cx.b.broadcast_to(p, out), init) for init in inits]
+    while n > 1:
+        half = n // 2
+        paired = combine([part(v, 0, half) for v in values], [part(v, half, 2 * half) for v in values],
+                         out + (half,))
+        if n % 2:
+            paired = [_each2(lambda p, q: cx.b.op("concatenate", [p, q], dimension=axis), r, part(v, n - 1, n))
+                      for r, v in zip(paired, values)]
+        values, n = paired, half + n % 2
+    values = [_each(lambda p: cx.b.reshape(p, out), v) for v in values]
+    return combine([_each(lambda p: cx.b.broadcast_to(p, out), init) for init in inits], values, out)
 
 
 # ---------------------------------------------------------------- select_and_scatter
