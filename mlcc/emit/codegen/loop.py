@@ -499,7 +499,8 @@ def _gather_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -
 @rule("scatter-nd")
 def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     """Every update row in order, applied where its index matches the element: the last write
-    wins and reductions combine in the reference order, deterministically, without atomics."""
+    wins and reductions combine in the reference order, deterministically, without atomics. With
+    round_each, an f16/bf16 accumulator is rounded to its dtype after every combine."""
     data, indices, updates = inst.operands
     reduction = inst.attrs["reduction"]
     if reduction != "none" and reduction not in _SCATTER_OPS:
@@ -523,6 +524,8 @@ def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) 
     upd = em.convert(em.value(updates, row_coords + coords[depth:], mask), compute)
     if reduction != "none":
         upd = em.apply(_SCATTER_OPS[reduction], [acc, upd], compute)
+        if compute != dtype and inst.attrs.get("round_each", False):
+            upd = em.convert(em.convert(upd, dtype), compute)
     if match is None:
         em.assign(upd, out=acc.name)
     elif match is not NEVER:

@@ -275,6 +275,10 @@ def _scatter_nd(inst: Instruction, ops: list) -> np.ndarray:
     count = math.prod(indices.shape[:-1])
     flat_idx = indices.reshape(count, depth)
     key = tuple(_wrapped_indices(inst, flat_idx[:, j], data.shape[j], f"dim {j}") for j in range(depth))
+    if reduction != "none" and inst.attrs.get("round_each", False):  # f16/bf16: rounded after every combine
+        out = data.copy()
+        _SCATTER[reduction].at(out, key, updates.reshape((count,) + data.shape[depth:]))
+        return out
     values = _widen(updates).reshape((count,) + data.shape[depth:])
     out = _widen(data).copy()
     if reduction == "none":

@@ -154,7 +154,7 @@ def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
     window_dims = [int(d) for d in dn.get("update_window_dims", [])]
     inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
     to_operand = [int(d) for d in dn.get("scatter_dims_to_operand_dims", [])]
-    ivd = int(dn.get("index_vector_dim", indices.shape.rank))
+    ivd = int(dn.get("index_vector_dim", 0))  # MLIR prints the attribute without it when it is 0, its default
     batching = [int(d) for d in dn.get("input_batching_dims", [])]
     indices_batching = [int(d) for d in dn.get("scatter_indices_batching_dims", [])]
     data, rows = operands[0], updates[0]
@@ -189,7 +189,7 @@ def _scatter_rows(cx: Context, data: Instruction, indices: Instruction, updates:
     rows = cx.b.transpose(updates, scatter_dims + window_dims)
     sizes = [dims[d] for d in to_operand]
     if _in_range(cx, indices, sizes):
-        result = cx.b.op("scatter-nd", [moved, indices, rows], reduction=kind)
+        result = full_index.scatter_nd(cx, moved, indices, rows, kind)
     else:
         result = _scatter_dropping_out_of_range(cx, moved, indices, rows, sizes, kind)
     inverse = [0] * data.shape.rank
@@ -215,6 +215,6 @@ def _scatter_dropping_out_of_range(cx: Context, data: Instruction, indices: Inst
     ok = cx.b.op("broadcast", [ok], indices.shape.with_dtype("pred"),
                  dimensions=tuple(range(indices.shape.rank - 1)))
     redirected = cx.b.op("select", [ok, indices, limit])
-    result = cx.b.op("scatter-nd", [padded, redirected, rows], reduction=kind)
+    result = full_index.scatter_nd(cx, padded, redirected, rows, kind)
     return cx.b.op("slice", [result], start_indices=(0,) * rank, limit_indices=tuple(data.shape.dims),
                    strides=(1,) * rank)
