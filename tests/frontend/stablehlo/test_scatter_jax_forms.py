@@ -113,3 +113,75 @@ def test_half_precision_sum_through_the_general_index_map(dtype, tmp_path):
                            "add")
     (want,) = spec_scatter([operand], indices, [updates], _in_type("add"), **dn)
     _check(text, [operand, indices, updates], want, tmp_path)
+
+
+# ---------------------------------------------------------------- complex values, bodies other than add
+CTYPES = {np.dtype(np.complex64): "complex<f32>", np.dtype(np.complex128): "complex<f64>"}
+MAX_BODY = """      %1 = stablehlo.real %a : (S) -> R
+      %2 = stablehlo.real %b : (S) -> R
+      %3 = stablehlo.compare EQ, %1, %2, FLOAT : (R, R) -> tensor<i1>
+      %4 = stablehlo.compare GT, %1, %2, FLOAT : (R, R) -> tensor<i1>
+      %5 = stablehlo.imag %a : (S) -> R
+      %6 = stablehlo.imag %b : (S) -> R
+      %7 = stablehlo.compare GT, %5, %6, FLOAT : (R, R) -> tensor<i1>
+      %8 = stablehlo.select %3, %7, %4 : tensor<i1>, tensor<i1>
+      %r = stablehlo.select %8, %a, %b : tensor<i1>, S"""  # lax.scatter_max's body on complex values
+
+
+def _ctensor(shape, dtype) -> str:
+    return "tensor<" + "".join(f"{d}x" for d in shape) + CTYPES[np.dtype(dtype)] + ">"
+
+
+def complex_scatter_program(operand, indices, updates, body: str) -> str:
+    s, r = _ctensor((), operand.dtype), f"tensor<{CTYPES[operand.dtype][8:-1]}>"
+    t, it, ut = _ctensor(operand.shape, operand.dtype), tensor(indices.shape, indices.dtype), \
+        _ctensor(updates.shape, updates.dtype)
+    lines = body.replace("S", s).replace("R", r)
+    return (f"module @m {{\n  func.func public @main(%arg0: {t}, %arg1: {it}, %arg2: {ut}) -> {t} {{\n"
+            f'    %0 = "stablehlo.scatter"(%arg0, %arg1, %arg2) <{{indices_are_sorted = false, scatter_dimension_numbers'
+            f" = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], "
+            f"scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, unique_indices = false}}> ({{\n"
+            f"    ^bb0(%a: {s}, %b: {s}):\n{lines}\n      stablehlo.return %r : {s}\n    }}) : ({t}, {it}, {ut}) -> {t}\n"
+            f"    return %0 : {t}\n  }}\n}}\n")
+
+
+def _complex_inputs(dtype):
+    c = lambda *shape: (rng.uniform(-1.5, 1.5, shape) + 1j * rng.uniform(-1.5, 1.5, shape)).astype(dtype)  # noqa: E731
+    operand, updates = c(5, 2), c(5, 2)
+    # at [1, 1]: the first update wins on the real part, the next two tie with it there, one larger, one smaller
+    operand[1, 1], updates[0, 1], updates[2, 1], updates[4, 1] = 0.25 + 0.5j, 1 + 0.1j, 1 + 0.7j, 1 - 0.3j
+    indices = np.array([[1], [4], [1], [9], [1]], np.int32)  # [9]: out of bounds, skipped
+    return operand, indices, updates
+
+
+def _complex_reference(operand, indices, updates, combine):
+    want = operand.copy()
+    for j, (i,) in enumerate(indices):
+        if 0 <= i < operand.shape[0]:
+            want[i] = [combine(a, b) for a, b in zip(want[i], updates[j])]
+    return want
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_scatter_with_the_lexicographic_maximum_body(dtype, tmp_path):
+    operand, indices, updates = _complex_inputs(dtype)
+    text = complex_scatter_program(operand, indices, updates, MAX_BODY)
+    want = _complex_reference(operand, indices, updates,
+                              lambda a, b: a if (a.real, a.imag) > (b.real, b.imag) else b)
+    assert want[1, 1] == 1 + 0.7j  # the tie on the real part went to the larger imaginary part
+    for got, what in ((evaluate_text(text, [operand, indices, updates])[0], "evaluator"),
+                      (run_kernels(text, [operand, indices, updates], tmp_path)[0], "kernels")):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_scatter_product_over_repeated_indices(dtype, tmp_path):
+    operand, indices, updates = _complex_inputs(dtype)
+    text = complex_scatter_program(operand, indices, updates, "      %r = stablehlo.multiply %a, %b : S")
+    want = _complex_reference(operand.astype(np.complex128), indices, updates.astype(np.complex128),
+                              lambda a, b: a * b)
+    tol = {"rtol": 2e-5, "atol": 2e-6} if np.dtype(dtype) == np.complex64 else {"rtol": 1e-11, "atol": 1e-12}
+    for got, what in ((evaluate_text(text, [operand, indices, updates])[0], "evaluator"),
+                      (run_kernels(text, [operand, indices, updates], tmp_path)[0], "kernels")):
+        assert got.dtype == dtype, what
+        np.testing.assert_allclose(got, want, err_msg=what, **tol)
