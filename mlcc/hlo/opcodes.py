@@ -153,7 +153,7 @@ _TABLE: list[OpInfo] = [
     OpInfo("gather", 2, "data", ("axis",), flags=_LOOP | {"layout_agnostic", "indexed_read"}),
     OpInfo("gather-elements", 2, "data", ("axis",), flags=_LOOP | {"layout_agnostic", "indexed_read"}),
     OpInfo("gather-nd", 2, "data", ("batch_dims",), flags=_LOOP | {"indexed_read"}),
-    OpInfo("scatter-nd", 3, "data", ("reduction",), ("round_each",)),
+    OpInfo("scatter-nd", 3, "data", ("reduction",)),
     # reductions
     OpInfo("reduce", 1, "reduction", ("dimensions", "kind"), flags={"input_fusible"}),
     OpInfo("argmax", 1, "reduction", ("dimension",), ("select_last_index",)),

@@ -499,14 +499,14 @@ def _gather_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -
 @rule("scatter-nd")
 def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) -> Value:
     """Every update row in order, applied where its index matches the element: the last write
-    wins and reductions combine in the reference order, deterministically, without atomics. With
-    round_each, an f16/bf16 accumulator is rounded to its dtype after every combine."""
+    wins and reductions combine in the reference order, deterministically, without atomics."""
     data, indices, updates = inst.operands
     reduction = inst.attrs["reduction"]
     if reduction != "none" and reduction not in _SCATTER_OPS:
         raise UnsupportedError(f"%{inst.name}: scatter-nd reduction '{reduction}'")
     dtype = inst.shape.dtype
-    compute = "f32" if dtype in _HALF else dtype
+    # a half-precision add or multiply rounds each combination to the element type (XLA applies the body in order)
+    compute = "f32" if dtype in _HALF and reduction not in ("add", "mul") else dtype
     depth = int(indices.shape.dims[-1])
     rows = _dims(indices.shape)[:-1]
     acc = em.assign(em.convert(em.value(data, coords, mask), compute))
@@ -523,9 +523,7 @@ def _scatter_nd(em: LoopEmitter, inst: Instruction, coords: Coords, mask: Mask) 
     match = em.body.mask(None, clauses)
     upd = em.convert(em.value(updates, row_coords + coords[depth:], mask), compute)
     if reduction != "none":
-        upd = em.apply(_SCATTER_OPS[reduction], [acc, upd], compute)
-        if compute != dtype and inst.attrs.get("round_each", False):
-            upd = em.convert(em.convert(upd, dtype), compute)
+        upd = em.convert(em.apply(_SCATTER_OPS[reduction], [acc, upd], compute), compute)
     if match is None:
         em.assign(upd, out=acc.name)
     elif match is not NEVER:

@@ -22,9 +22,7 @@ Choices where numpy, XLA and ONNX differ, fixed here for every backend:
   range and maps NaN to 0; ``convert`` to pred is ``x != 0``.
 - Arithmetic on pred: ``add``/``or`` is logical or, ``multiply``/``and`` logical and.
 - ``argmax``/``argmin`` treat NaN as the extreme value (numpy's rule).
-- ``scatter-nd`` with ``reduction=none`` and duplicate indices: the last update wins. Updates combine in
-  their order; with ``round_each=true`` an f16/bf16 reduction rounds to the dtype after every combine (as
-  a StableHLO scatter's half-precision body does), otherwise it computes in f32 and rounds once.
+- ``scatter-nd`` with ``reduction=none`` and duplicate indices: the last update wins.
 - ``softmax`` of a row that is all -inf is NaN; ``attention`` gives 0 for a
   fully masked row, unless it has ``masked_value=V`` (the model masks by adding a finite V): then the
   softmax of every score of that row plus V, as the model computes it.

@@ -275,14 +275,30 @@ def _scatter_nd(inst: Instruction, ops: list) -> np.ndarray:
     count = math.prod(indices.shape[:-1])
     flat_idx = indices.reshape(count, depth)
     key = tuple(_wrapped_indices(inst, flat_idx[:, j], data.shape[j], f"dim {j}") for j in range(depth))
-    if reduction != "none" and inst.attrs.get("round_each", False):  # f16/bf16: rounded after every combine
-        out = data.copy()
-        _SCATTER[reduction].at(out, key, updates.reshape((count,) + data.shape[depth:]))
-        return out
     values = _widen(updates).reshape((count,) + data.shape[depth:])
     out = _widen(data).copy()
     if reduction == "none":
         out[key] = values
+    elif out.dtype != data.dtype and reduction in ("add", "mul"):
+        _combine_rounded(out, key, values, _SCATTER[reduction], data.dtype)
     else:
         _SCATTER[reduction].at(out, key, values)
     return out
+
+
+def _combine_rounded(out: np.ndarray, key: tuple, values: np.ndarray, combine: Any, dtype: np.dtype) -> None:
+    """Half precision: the updates combined in order, each result rounded to dtype (XLA applies the body one
+    update at a time): round r combines, at each position, the r-th update sent there."""
+    if not len(values):
+        return
+    flat = np.ravel_multi_index(key, out.shape[:len(key)])
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    starts = np.maximum.accumulate(np.where(first, np.arange(len(ordered)), 0))
+    rank = np.empty(len(flat), np.int64)
+    rank[order] = np.arange(len(ordered)) - starts
+    for r in range(int(rank.max()) + 1):
+        pick = rank == r
+        at = tuple(k[pick] for k in key)
+        out[at] = combine(out[at], values[pick]).astype(dtype).astype(out.dtype)

@@ -38,16 +38,6 @@ SCATTER_KINDS = {"stablehlo.add": "add", "stablehlo.multiply": "mul", "stablehlo
 MAX_GENERAL_SCATTER_ELEMENTS = 1024  # update elements a scatter with a general body is unrolled over
 
 INDEX = "s64"
-HALF = ("f16", "bf16")
-
-
-def scatter_nd(cx: Context, data: Instruction, indices: Instruction, updates: Instruction,
-               kind: str) -> Instruction:
-    """One IR scatter-nd. The body computes in the element type, so an f16/bf16 sum or product is rounded
-    after every update (XLA's result where indices repeat), not once at the end."""
-    if kind in ("add", "mul") and data.shape.dtype in HALF:
-        return cx.b.op("scatter-nd", [data, indices, updates], reduction=kind, round_each=True)
-    return cx.b.op("scatter-nd", [data, indices, updates], reduction=kind)
 
 
 def index_vector_last(cx: Context, indices: Instruction, ivd: int) -> Instruction:
@@ -238,7 +228,7 @@ def scatter_at(cx: Context, op: Op, body: list[Block] | None, operands: list[Ins
             raise cx.error(op, "scatter needs an update computation")
         results = _scatter_general(cx, op, body, operands, full, updates, pairs)
     else:
-        results = [x if kind == "keep" else scatter_nd(cx, x, full, u, kind)
+        results = [x if kind == "keep" else cx.b.op("scatter-nd", [x, full, u], reduction=kind)
                    for x, u, kind in zip(operands, updates, kinds)]
     if not all_in:
         results = [cx.b.op("slice", [r], start_indices=(0,) * rank, limit_indices=tuple(dims), strides=(1,) * rank)

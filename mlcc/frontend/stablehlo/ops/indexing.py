@@ -143,7 +143,7 @@ def _gather_slice(cx: Context, op: Op, data: Instruction, indices: Instruction, 
 
 
 # ---------------------------------------------------------------- scatter
-def _scatter_numbers(cx: Context, op: Op, indices: Instruction) -> dict[str, Any]:
+def _scatter_numbers(cx: Context, op: Op) -> dict[str, Any]:
     dn = _numbers(cx, op, "scatter_dimension_numbers")
     return dict(window_dims=[int(d) for d in dn.get("update_window_dims", [])],
                 inserted=[int(d) for d in dn.get("inserted_window_dims", [])],
@@ -172,7 +172,7 @@ def import_complex_scatter(cx: Context, op: Op, args: list[Any]) -> Results:
         return [Complex(r, i) for r, i in zip(re, im)]
     flat = [part for z in operands for part in z]
     results = full_index.scatter(cx, op, flat, indices, [part for z in updates for part in z],
-                                 **_scatter_numbers(cx, op, indices), pairs=True)
+                                 **_scatter_numbers(cx, op), pairs=True)
     return [Complex(results[k], results[k + 1]) for k in range(0, len(results), 2)]
 
 
@@ -187,7 +187,7 @@ def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
     window_dims = [int(d) for d in dn.get("update_window_dims", [])]
     inserted = [int(d) for d in dn.get("inserted_window_dims", [])]
     to_operand = [int(d) for d in dn.get("scatter_dims_to_operand_dims", [])]
-    ivd = int(dn.get("index_vector_dim", 0))  # MLIR prints the attribute without it when it is 0, its default
+    ivd = int(dn.get("index_vector_dim", 0))  # the printed form leaves out a 0
     batching = [int(d) for d in dn.get("input_batching_dims", [])]
     indices_batching = [int(d) for d in dn.get("scatter_indices_batching_dims", [])]
     data, rows = operands[0], updates[0]
@@ -222,7 +222,7 @@ def _scatter_rows(cx: Context, data: Instruction, indices: Instruction, updates:
     rows = cx.b.transpose(updates, scatter_dims + window_dims)
     sizes = [dims[d] for d in to_operand]
     if _in_range(cx, indices, sizes):
-        result = full_index.scatter_nd(cx, moved, indices, rows, kind)
+        result = cx.b.op("scatter-nd", [moved, indices, rows], reduction=kind)
     else:
         result = _scatter_dropping_out_of_range(cx, moved, indices, rows, sizes, kind)
     inverse = [0] * data.shape.rank
@@ -248,6 +248,6 @@ def _scatter_dropping_out_of_range(cx: Context, data: Instruction, indices: Inst
     ok = cx.b.op("broadcast", [ok], indices.shape.with_dtype("pred"),
                  dimensions=tuple(range(indices.shape.rank - 1)))
     redirected = cx.b.op("select", [ok, indices, limit])
-    result = full_index.scatter_nd(cx, padded, redirected, rows, kind)
+    result = cx.b.op("scatter-nd", [padded, redirected, rows], reduction=kind)
     return cx.b.op("slice", [result], start_indices=(0,) * rank, limit_indices=tuple(data.shape.dims),
                    strides=(1,) * rank)
