@@ -18,7 +18,8 @@ leaves it to the implementation): the whole window is sent to a padding row that
 cut off afterwards. A combining body that is add, multiply, maximum or minimum (or
 one that returns the update: replace) is the scatter-nd reduction; any other body is
 applied one update element at a time, in order, as a sequence of gather-nd, the
-body, and scatter-nd (exact, and linear in the number of update elements).
+body, and scatter-nd (exact, and linear in the number of update elements); complex operands take this
+path as their (real, imaginary) parts, the body applied to complex values.
 """
 
 from __future__ import annotations
@@ -296,7 +297,10 @@ def _scatter_general(cx: Context, op: Op, body: list[Block], operands: list[Inst
         news = [cx.b.reshape(cx.b.op("slice", [u], start_indices=(t,), limit_indices=(t + 1,), strides=(1,)), ())
                 for u in flat]
         if pairs:  # the body takes and gives complex values: (re, im) two by two
-            values = [part for v in cx.import_region(body, _complex(olds) + _complex(news)) for part in v]
+            given = cx.import_region(body, _complex(olds) + _complex(news))
+            if not all(isinstance(v, Complex) for v in given):
+                raise cx.error(op, "the update computation of a complex scatter returns a real value")
+            values = [part for v in given for part in v]
         else:
             values = cx.import_region(body, olds + news)
         if len(values) != len(results):
