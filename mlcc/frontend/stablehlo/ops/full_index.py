@@ -18,7 +18,8 @@ leaves it to the implementation): the whole window is sent to a padding row that
 cut off afterwards. A combining body that is add, multiply, maximum or minimum (or
 one that returns the update: replace) is the scatter-nd reduction; any other body is
 applied one update element at a time, in order, as a sequence of gather-nd, the
-body, and scatter-nd (exact, and linear in the number of update elements).
+body, and scatter-nd (exact, and linear in the number of update elements); complex operands take this
+path as their (real, imaginary) parts, the body applied to complex values.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from mlcc.frontend.stablehlo import quantized
-from mlcc.frontend.stablehlo.importer import Context
+from mlcc.frontend.stablehlo.importer import Complex, Context
 from mlcc.frontend.stablehlo.syntax import Block, Op
 from mlcc.hlo.ir import Instruction, Shape
 
@@ -169,8 +170,9 @@ def scatter_kinds(block: Block, n: int) -> list[str] | None:
 
 def scatter(cx: Context, op: Op, operands: list[Instruction], indices: Instruction, updates: list[Instruction], *,
             window_dims: list[int], inserted: list[int], input_batching: list[int], indices_batching: list[int],
-            to_operand: list[int], ivd: int) -> list[Instruction]:
-    """The spec's scatter: every update element to its operand index, its window skipped when out of bounds."""
+            to_operand: list[int], ivd: int, pairs: bool = False) -> list[Instruction]:
+    """The spec's scatter: every update element to its operand index, its window skipped when out of bounds.
+    With pairs, operands and updates are the (real, imaginary) parts of complex values, two by two."""
     dims = [int(d) for d in operands[0].shape.dims]
     rank = len(dims)
     if rank == 0:
@@ -205,13 +207,14 @@ def scatter(cx: Context, op: Op, operands: list[Instruction], indices: Instructi
     all_in = known is not None and _known_in_bounds(known, ivd, to_operand, dims, upd_dims, window_dims,
                                                     window_operand)
     ok = None if all_in else _in_bounds_mask(cx, in_bounds, full, scatter_positions)
-    return scatter_at(cx, op, op.regions[0] if op.regions else None, operands, full, updates, ok)
+    return scatter_at(cx, op, op.regions[0] if op.regions else None, operands, full, updates, ok, pairs=pairs)
 
 
 def scatter_at(cx: Context, op: Op, body: list[Block] | None, operands: list[Instruction], full: Instruction,
-               updates: list[Instruction], ok: Instruction | None) -> list[Instruction]:
+               updates: list[Instruction], ok: Instruction | None, *, pairs: bool = False) -> list[Instruction]:
     """Each update element combined by body into operands at its index vector in full (updates' dims + [rank]),
-    except where ok (pred, full's dims) is false."""
+    except where ok (pred, full's dims) is false. With pairs, operands and updates are complex values' parts
+    (re0, im0, re1, ...), combined one update at a time by the body on complex values."""
     n = len(operands)
     dims = [int(d) for d in operands[0].shape.dims]
     rank = len(dims)
@@ -220,11 +223,11 @@ def scatter_at(cx: Context, op: Op, body: list[Block] | None, operands: list[Ins
         full = _redirect(cx, full, ok, dims[0])
         operands = [_pad_first_dim(cx, x) for x in operands]
     # on quantized storage integers (a body quantized.py keeps quantized) each update goes through the body's ops
-    kinds = scatter_kinds(body[0], n) if body and not quantized.involved(op) else None
+    kinds = scatter_kinds(body[0], n) if body and not pairs and not quantized.involved(op) else None
     if kinds is None:
         if body is None:
             raise cx.error(op, "scatter needs an update computation")
-        results = _scatter_general(cx, op, body, operands, full, updates)
+        results = _scatter_general(cx, op, body, operands, full, updates, pairs)
     else:
         results = [x if kind == "keep" else cx.b.op("scatter-nd", [x, full, u], reduction=kind)
                    for x, u, kind in zip(operands, updates, kinds)]
@@ -275,12 +278,13 @@ def _pad_first_dim(cx: Context, x: Instruction) -> Instruction:
 
 
 def _scatter_general(cx: Context, op: Op, body: list[Block], operands: list[Instruction], full: Instruction,
-                     updates: list[Instruction]) -> list[Instruction]:
+                     updates: list[Instruction], pairs: bool = False) -> list[Instruction]:
     """Any update computation: each update element in order, result[i] = body(result[i], update)."""
     count = math.prod(int(d) for d in updates[0].shape.dims)
     if count > MAX_GENERAL_SCATTER_ELEMENTS:
-        raise cx.unsupported(op, f"a scatter whose body is not add, multiply, maximum, minimum or replace is "
-                                 f"applied one update at a time; {count} updates exceed the "
+        what = "a complex scatter whose body is not add or replace" if pairs else \
+            "a scatter whose body is not add, multiply, maximum, minimum or replace"
+        raise cx.unsupported(op, f"{what} is applied one update at a time; {count} updates exceed the "
                                  f"{MAX_GENERAL_SCATTER_ELEMENTS} supported")
     rank = int(full.shape.dims[-1])
     rows = cx.b.reshape(full, (count, rank))
@@ -292,9 +296,19 @@ def _scatter_general(cx: Context, op: Op, body: list[Block], operands: list[Inst
         olds = [cx.b.op("gather-nd", [r, index], batch_dims=0) for r in results]
         news = [cx.b.reshape(cx.b.op("slice", [u], start_indices=(t,), limit_indices=(t + 1,), strides=(1,)), ())
                 for u in flat]
-        values = cx.import_region(body, olds + news)
+        if pairs:  # the body takes and gives complex values: (re, im) two by two
+            given = cx.import_region(body, _complex(olds) + _complex(news))
+            if not all(isinstance(v, Complex) for v in given):
+                raise cx.error(op, "the update computation of a complex scatter returns a real value")
+            values = [part for v in given for part in v]
+        else:
+            values = cx.import_region(body, olds + news)
         if len(values) != len(results):
             raise cx.error(op, f"the update computation returns {len(values)} values for {len(results)} operands")
         results = [cx.b.op("scatter-nd", [r, row, cx.b.reshape(v, (1,))], reduction="none")
                    for r, v in zip(results, values)]
     return results
+
+
+def _complex(parts: list[Instruction]) -> list[Complex]:
+    return [Complex(parts[k], parts[k + 1]) for k in range(0, len(parts), 2)]

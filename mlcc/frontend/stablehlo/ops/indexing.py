@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from mlcc.frontend.stablehlo import quantized
-from mlcc.frontend.stablehlo.importer import Context, Results, stablehlo_op
+from mlcc.frontend.stablehlo.importer import Complex, Context, Results, complex_op, stablehlo_op
 from mlcc.frontend.stablehlo.ops import full_index
 from mlcc.frontend.stablehlo.ops.data import int_tuple
 from mlcc.frontend.stablehlo.syntax import Op
@@ -143,6 +143,39 @@ def _gather_slice(cx: Context, op: Op, data: Instruction, indices: Instruction, 
 
 
 # ---------------------------------------------------------------- scatter
+def _scatter_numbers(cx: Context, op: Op) -> dict[str, Any]:
+    dn = _numbers(cx, op, "scatter_dimension_numbers")
+    return dict(window_dims=[int(d) for d in dn.get("update_window_dims", [])],
+                inserted=[int(d) for d in dn.get("inserted_window_dims", [])],
+                input_batching=[int(d) for d in dn.get("input_batching_dims", [])],
+                indices_batching=[int(d) for d in dn.get("scatter_indices_batching_dims", [])],
+                to_operand=[int(d) for d in dn.get("scatter_dims_to_operand_dims", [])],
+                ivd=int(dn.get("index_vector_dim", 0)))  # MLIR prints the attribute without it when it is 0
+
+
+@complex_op("stablehlo.scatter")
+def import_complex_scatter(cx: Context, op: Op, args: list[Any]) -> Results:
+    """A body of adds (or one that replaces) acts on the real and the imaginary parts apart; any other body
+    (a product, the lexicographic maximum and minimum JAX writes) is applied to complex values, one update
+    at a time."""
+    if len(args) % 2 != 1 or len(args) < 3:
+        raise cx.error(op, f"scatter takes operands, indices and as many updates ({len(args)} operands given)")
+    n = len(args) // 2
+    operands, indices, updates = args[:n], args[n], args[n + 1:]
+    if isinstance(indices, Complex) or not all(isinstance(a, Complex) for a in operands + updates):
+        raise cx.unsupported(op, "a scatter must take complex values for all its operands and updates or none")
+    if all(o.name in ("stablehlo.add", "stablehlo.return") for region in op.regions for block in region
+           for o in block.ops):
+        parts = [import_scatter(cx, op, [a[k] if isinstance(a, Complex) else a for a in args])
+                 for k in (0, 1)]
+        re, im = ([p] if isinstance(p, Instruction) else list(p) for p in parts)
+        return [Complex(r, i) for r, i in zip(re, im)]
+    flat = [part for z in operands for part in z]
+    results = full_index.scatter(cx, op, flat, indices, [part for z in updates for part in z],
+                                 **_scatter_numbers(cx, op), pairs=True)
+    return [Complex(results[k], results[k + 1]) for k in range(0, len(results), 2)]
+
+
 @stablehlo_op("stablehlo.scatter")
 def import_scatter(cx: Context, op: Op, args: list[Instruction]) -> Results:
     if len(args) % 2 != 1 or len(args) < 3:
