@@ -28,7 +28,8 @@ rtol = atol = 1e-2 bf16, 1e-3 f16, 1e-6 f32, 1e-15 f64):
     the component type times max |want| over the output (a complex product or quotient is a sum of real
     products: its parts cancel, and XLA may fuse them with an FMA where mlcc rounds each product).
 
-The table gives per group the sampled cases and their classes, and the weighted estimate of the pass rate
+The table gives per group the sampled cases and their classes, the largest ulp distance from JAX among its
+passing float outputs (maxulp: where the relative tolerance carried a pass, a precision to look at), and the weighted estimate of the pass rate
 over the whole corpus: each group's sample pass rate (among cases JAX can run) times the group's size (its
 harness count from groups.json, less the share of its sample JAX could not run), summed over groups and
 divided by the total of those sizes. Every case runs in a worker process with a timeout, so no case hangs
@@ -124,6 +125,17 @@ def float_diff(got: np.ndarray, want: np.ndarray, group: str, scale: float | Non
             f"{g64[first] if want.ndim else g64} want {w64[first] if want.ndim else w64} (max {worst:.0f} ulp)")
 
 
+def max_ulp(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest ulp distance between finite values of a float output (0 for other types): how much of a
+    pass the relative tolerance carried (--json records it)."""
+    if want.dtype.kind == "c":
+        return max(max_ulp(got.real.copy(), want.real.copy()), max_ulp(got.imag.copy(), want.imag.copy()))
+    if want.dtype.kind not in "fV" and "float" not in want.dtype.name or got.shape != want.shape:
+        return 0.0
+    both = np.isfinite(got.astype(np.float64)) & np.isfinite(want.astype(np.float64))
+    return float(np.abs(_ordered(got) - _ordered(want))[both].max(initial=0))
+
+
 def compare(got: np.ndarray, want: np.ndarray, group: str) -> str | None:
     if got.shape != want.shape:
         return f"shape {list(got.shape)} != {list(want.shape)}"
@@ -170,7 +182,8 @@ def run_case(mlir: Path, ref: Path, group: str) -> dict[str, Any]:
             diff = compare(np.asarray(got[name]), want, group)
             if diff:
                 return {"class": "mismatch", "reason": f"out{i}: {diff}"}
-        return {"class": "pass", "reason": ""}
+        ulps = [max_ulp(np.asarray(got[n]), w) for n, w in zip(names, outs)]
+        return {"class": "pass", "reason": "", "max_ulp": max(ulps, default=0.0)}
     except Exception as e:  # noqa: BLE001 - a crash is a result to report, not the end of the run
         tb = traceback.extract_tb(e.__traceback__)
         where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
@@ -232,7 +245,7 @@ class Worker:
 def table(results: dict[str, dict], cases: dict[str, str], totals: dict[str, int],
           jax_failed: dict[str, list], groups: list[str]) -> tuple[str, float]:
     lines = [f"{'group':32} {'total':>5} {'sampled':>7} {'jaxfail':>7} {'pass':>5} {'mism':>5} {'unsup':>5} "
-             f"{'error':>5}  top refusal / error"]
+             f"{'error':>5} {'maxulp':>6}  top refusal / error"]
     num = den = 0.0
     sums = dict.fromkeys(("sampled", "jaxfail") + CLASSES, 0)
     for g in groups:
@@ -248,6 +261,8 @@ def table(results: dict[str, dict], cases: dict[str, str], totals: dict[str, int
                 r = results[n]["reason"][:70]
                 reasons[r] = reasons.get(r, 0) + 1
         top = max(reasons, key=lambda r: reasons[r]) if reasons else ""
+        worst = max((results[n].get("max_ulp", 0.0) for n in names if results[n]["class"] == "pass"), default=0.0)
+        worst_text = f"{worst:6.0f}" if worst < 1e6 else f"{worst:6.0e}"
         size = totals.get(g, sampled) * len(names) / sampled
         if names:
             num += counts["pass"] / len(names) * size
@@ -255,7 +270,7 @@ def table(results: dict[str, dict], cases: dict[str, str], totals: dict[str, int
         for k, v in (("sampled", sampled), ("jaxfail", jf), *counts.items()):
             sums[k] += v
         lines.append(f"{g:32} {totals.get(g, sampled):5} {sampled:7} {jf:7} {counts['pass']:5} "
-                     f"{counts['mismatch']:5} {counts['unsupported']:5} {counts['error']:5}  {top}")
+                     f"{counts['mismatch']:5} {counts['unsupported']:5} {counts['error']:5} {worst_text}  {top}")
     lines.append(f"{'TOTAL':32} {sum(totals.get(g, 0) for g in groups):5} {sums['sampled']:7} {sums['jaxfail']:7} "
                  f"{sums['pass']:5} {sums['mismatch']:5} {sums['unsupported']:5} {sums['error']:5}")
     est = num / den if den else 0.0
