@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--groups", help="comma-separated harness groups (default: all)")
     p.add_argument("--max-per-group", type=int)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-v", dest="verbose", action="store_true", help="print the traceback of each JAX failure")
     p.add_argument("--x64", action="store_true", help="enable jax_enable_x64 (not the default: the 5,594-harness "
                    "corpus is JAX's default 32-bit mode, where f64/i64 requests become f32/i32)")
     a = p.parse_args(argv)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - any JAX failure means the harness is not a case
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
             failed[name] = [h.group_name, msg]
-            if "-v" in sys.argv:
+            if a.verbose:
                 traceback.print_exc()
             continue
         cases[name] = h.group_name
