@@ -34,6 +34,20 @@ def test_erfc_in_half_types_is_correctly_rounded(tmp_path, dtype):
     assert_same(run_kernels(text, [x], tmp_path)[0], want, "kernels")
 
 
+def test_erfc_f32_keeps_relative_precision_in_the_tail(tmp_path):
+    """1 - erf(x) in f32 gave 0 from x = ~3.9 (erfc(4) = 1.5e-8) and lost relative precision from ~1; now
+    every f32 result is math.erfc correctly rounded (up to one ulp for a double rounding), out to where erfc
+    underflows f32 (x = 10.05), and for negative x (2 - erfc(-x))."""
+    x = np.concatenate([np.linspace(-4, 0.5, 19), np.linspace(0.5, 10.5, 201), [2.5, np.nextafter(2.5, 0)]])
+    x = x.astype(np.float32)
+    want = correctly_rounded(math.erfc, x)
+    text = unary("chlo.erfc", x)
+    for what, got in (("evaluator", evaluate_text(text, [x])[0]), ("kernels", run_kernels(text, [x], tmp_path)[0])):
+        assert got.dtype == np.float32
+        ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+        assert ulps.max() <= 1, f"{what}: x = {x[ulps.argmax()]}: {got[ulps.argmax()]} != {want[ulps.argmax()]}"
+
+
 GAMMA_ARGS = np.array([0.5, 1.0, 2.0, 3.0, 1e-3, 0.1, 1.5, 2.5, 7.25, 30.0, 100.5, -0.25, -1.5, -2.75, -4.1, 12.0])
 
 

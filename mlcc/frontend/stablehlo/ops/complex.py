@@ -175,7 +175,77 @@ def _logistic(cx: Context, z: Complex) -> Complex:
     return div(cx, _one(cx, z.re), Complex(_op(cx, "add", _const(cx, 1.0, z.re), e.re), e.im))
 
 
+def _sinh(cx: Context, z: Complex) -> Complex:
+    a, b = z
+    return Complex(_op(cx, "multiply", _op(cx, "sinh", a), _op(cx, "cos", b)),
+                   _op(cx, "multiply", _op(cx, "cosh", a), _op(cx, "sin", b)))
+
+
+def _cosh(cx: Context, z: Complex) -> Complex:
+    a, b = z
+    return Complex(_op(cx, "multiply", _op(cx, "cosh", a), _op(cx, "cos", b)),
+                   _op(cx, "multiply", _op(cx, "sinh", a), _op(cx, "sin", b)))
+
+
+def _add(cx: Context, x: Complex, y: Complex) -> Complex:
+    return Complex(_op(cx, "add", x.re, y.re), _op(cx, "add", x.im, y.im))
+
+
+def _times_i(cx: Context, z: Complex) -> Complex:
+    return Complex(_op(cx, "negate", z.im), z.re)
+
+
+def _times_minus_i(cx: Context, z: Complex) -> Complex:
+    return Complex(z.im, _op(cx, "negate", z.re))
+
+
+def _asinh(cx: Context, z: Complex) -> Complex:
+    """asinh is odd: w = z or -z, whichever has re's sign bit clear (on the cut, -0 + iy is the left side), and asinh w = log1p(w + w^2 / (sqrt(w^2 + 1) + 1))
+    (log(w + sqrt(w^2 + 1)) with the 1 taken out exactly: no cancellation near 0, none between w and the root
+    for re w >= 0); the sign put back."""
+    zero = _const(cx, 0.0, z.re)
+    flip = _cmp(cx, _op(cx, "atan2", z.re, _const(cx, -1.0, z.re)), zero, "LT")  # re's sign bit: -0 flips too
+    w = Complex(*(_select(cx, flip, _op(cx, "negate", p), p) for p in z))
+    one = _one(cx, w.re)
+    w2 = mul(cx, w, w)
+    i = Complex(one.im, one.re)
+    # sqrt(w^2 + 1) as sqrt(w + i) sqrt(w - i) (Kahan): the root on the right side of the cut at re w = 0
+    root = mul(cx, sqrt(cx, _add(cx, w, i)), sqrt(cx, Complex(w.re, _op(cx, "subtract", w.im, one.re))))
+    r = _log1p(cx, _add(cx, w, div(cx, w2, _add(cx, root, one))))
+    return Complex(*(_select(cx, flip, _op(cx, "negate", p), p) for p in r))
+
+
+def _asin(cx: Context, z: Complex) -> Complex:
+    return _times_minus_i(cx, _asinh(cx, _times_i(cx, z)))  # asin z = -i asinh(iz)
+
+
+def _acos(cx: Context, z: Complex) -> Complex:
+    s = _asin(cx, z)  # acos z = pi/2 - asin z (C99's principal values)
+    return Complex(_op(cx, "subtract", _const(cx, np.pi / 2, s.re), s.re), _op(cx, "negate", s.im))
+
+
+def _acosh(cx: Context, z: Complex) -> Complex:
+    """log(z + sqrt(z + 1) sqrt(z - 1)) (Kahan's principal branch: cut along re < 1 of the real axis)."""
+    one = _one(cx, z.re)
+    minus = Complex(_op(cx, "subtract", z.re, one.re), z.im)
+    return log(cx, _add(cx, z, mul(cx, sqrt(cx, _add(cx, z, one)), sqrt(cx, minus))))
+
+
+def _atanh(cx: Context, z: Complex) -> Complex:
+    """(log1p(z) - log1p(-z)) / 2."""
+    p = _log1p(cx, z)
+    q = _log1p(cx, Complex(_op(cx, "negate", z.re), _op(cx, "negate", z.im)))
+    half = _const(cx, 0.5, z.re)
+    return Complex(*(_op(cx, "multiply", _op(cx, "subtract", a, b), half) for a, b in zip(p, q)))
+
+
+def _atan(cx: Context, z: Complex) -> Complex:
+    return _times_minus_i(cx, _atanh(cx, _times_i(cx, z)))  # atan z = -i atanh(iz)
+
+
 UNARY = {
+    "chlo.sinh": _sinh, "chlo.cosh": _cosh, "chlo.asinh": _asinh, "chlo.asin": _asin, "chlo.acos": _acos,
+    "chlo.acosh": _acosh, "chlo.atanh": _atanh, "chlo.atan": _atan,
     "stablehlo.abs": _abs, "stablehlo.sign": _sign, "stablehlo.exponential": exp,
     "stablehlo.exponential_minus_one": _expm1, "stablehlo.log": log, "stablehlo.log_plus_one": _log1p,
     "stablehlo.sqrt": sqrt, "stablehlo.rsqrt": lambda cx, z: div(cx, _one(cx, z.re), sqrt(cx, z)),
@@ -280,6 +350,14 @@ def import_convert(cx: Context, op: Op, args: list[Any]) -> Any:
         return cx.b.convert(x.re, out.dtype)
     z = _as_complex(cx, x)
     return Complex(cx.b.convert(z.re, out.dtype), cx.b.convert(z.im, out.dtype))
+
+
+@complex_op("stablehlo.bitcast_convert")
+def import_bitcast_convert(cx: Context, op: Op, args: list[Any]) -> Any:
+    """complex -> the same complex type: the value itself; other complex bitcasts are refused."""
+    if op.operands[0].type != op.results[0].type:
+        raise cx.unsupported(op, "a bitcast between a complex and another element type is not supported")
+    return args[0]
 
 
 @complex_op("stablehlo.iota")
