@@ -82,3 +82,31 @@ def test_a_tiny_corpus_is_classified_and_weighted(tmp_path, capsys):
     assert "no_such_target_anywhere" in r["rng"]["reason"]
     # mul: 1 of 2 pass, weight 10; rng: 0 of 1, weight 30; jaxonly: no case JAX can run, weight 0
     assert "full-corpus pass rate (cases JAX can run): 12.5%" in capsys.readouterr().out
+
+
+SORT = ('%0:2 = "stablehlo.sort"(%arg0, %arg1) <{dimension = 0 : i64, is_stable = false}> ({\n'
+        '^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<i32>, %d: tensor<i32>):\n  ...\n})')
+
+
+def test_an_unstable_sort_may_order_tied_keys_differently_and_nothing_else():
+    keys = np.array([0, 0, 1, 1], np.int32)
+    want = [keys, np.array([5, -5, 7, 2], np.int32)]
+    tied_swap = [keys, np.array([-5, 5, 2, 7], np.int32)]  # rows swapped only within equal keys
+    across = [keys, np.array([7, -5, 5, 2], np.int32)]  # 7 belongs to key 1
+    assert corpus.unstable_sort_ties(tied_swap, want, SORT, "sort_multiple_arrays_num_keys_1")
+    assert not corpus.unstable_sort_ties(across, want, SORT, "sort_multiple_arrays_num_keys_1")
+    assert not corpus.unstable_sort_ties([np.array([0, 1, 0, 1], np.int32), want[1]], want, SORT, "s_num_keys_1")
+    assert not corpus.unstable_sort_ties(tied_swap, want, SORT.replace("false", "true"), "s_num_keys_1")
+    # with two keys the second output is a key too: its order is not free
+    assert not corpus.unstable_sort_ties(tied_swap, want, SORT, "sort_multiple_arrays_num_keys_2")
+
+
+def test_approx_top_k_may_return_any_index_of_equal_values():
+    text = "mhlo.backend_config = {aggregate_to_topk = true, reduction_dim = 0 : i64, top_k = 2 : i64}"
+    x = np.array([1.0, 3.0, 3.0, 2.0], np.float32)
+    want = [np.array([3.0, 3.0], np.float32), np.array([1, 2], np.int32)]
+    assert corpus.approx_top_k_ties([want[0], np.array([2, 1], np.int32)], want, [x], text)
+    assert not corpus.approx_top_k_ties([want[0], np.array([1, 1], np.int32)], want, [x], text)
+    assert not corpus.approx_top_k_ties([want[0], np.array([1, 3], np.int32)], want, [x], text)
+    assert not corpus.approx_top_k_ties([np.array([3.0, 2.0], np.float32), np.array([1, 3], np.int32)], want, [x],
+                                        text)

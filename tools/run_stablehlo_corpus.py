@@ -28,6 +28,11 @@ rtol = atol = 1e-2 bf16, 1e-3 f16, 1e-6 f32, 1e-15 f64):
     the component type times max |want| over the output (a complex product or quotient is a sum of real
     products: its parts cancel, and XLA may fuse them with an FMA where mlcc rounds each product).
 
+Ties: a `sort` with is_stable = false passes when it differs from JAX only in the order of elements whose keys
+tie (its key outputs exact, each slice the same multiset of tuples: the spec leaves that order open and XLA's
+CPU sort is std::sort), and an ApproxTopK when only the indices of equal values differ (values exact, each index
+pointing at its value, none twice).
+
 The table gives per group the sampled cases and their classes, the largest ulp distance from JAX among its
 passing float outputs (maxulp: where the relative tolerance carried a pass, a precision to look at), and the weighted estimate of the pass rate
 over the whole corpus: each group's sample pass rate (among cases JAX can run) times the group's size (its
@@ -156,6 +161,50 @@ def compare(got: np.ndarray, want: np.ndarray, group: str) -> str | None:
     return None
 
 
+def unstable_sort_ties(got: list[np.ndarray], want: list[np.ndarray], mlir_text: str, name: str) -> bool:
+    """Whether a `sort` with is_stable = false differs from JAX only in the order of elements whose keys tie,
+    an order the spec leaves to the implementation (XLA's CPU sort there is std::sort): its K key outputs (K
+    from the harness name, num_keys_K, else 1) equal JAX's exactly and, along the sort dimension, each slice
+    holds the same multiset of (out0, out1, ...) tuples."""
+    import re
+    if "is_stable = false" not in mlir_text:
+        return False
+    dim = re.search(r"stablehlo\.sort.*?dimension = (\d+)", mlir_text, re.S)
+    keys = re.search(r"num_keys_(\d+)", name)
+    d, k = int(dim.group(1)) if dim else 0, int(keys.group(1)) if keys else 1
+    if len(got) != len(want) or any(g.shape != w.shape or g.dtype != w.dtype for g, w in zip(got, want)):
+        return False
+    if any(compare(g, w, "sort") for g, w in zip(got[:k], want[:k])):
+        return False
+
+    def slices(outs: list[np.ndarray]) -> list[list[tuple]]:
+        moved = [np.moveaxis(o, d, -1) if o.ndim else o.reshape(1) for o in outs]
+        lead = moved[0].shape[:-1]
+        return [sorted(zip(*(m[i].tolist() for m in moved)), key=repr) for i in np.ndindex(*lead)]
+    return slices(got) == slices(want)
+
+
+def approx_top_k_ties(got: list[np.ndarray], want: list[np.ndarray], args: list[np.ndarray], mlir_text: str) -> bool:
+    """Whether an ApproxTopK (values, indices) differs from JAX only in which of several equal values' indices
+    it returns (XLA's fallback sorts unstably): the values equal JAX's, and each index points, along
+    reduction_dim, at the operand element equal to the value beside it, no index twice in a row."""
+    import re
+    dim = re.search(r"reduction_dim = (\d+)", mlir_text)
+    if dim is None or len(got) != 2 or len(want) != 2 or not args or compare(got[0], want[0], "approx_top_k"):
+        return False
+    d, (values, idx), operand = int(dim.group(1)), got, args[0]
+    if idx.shape != want[1].shape or idx.dtype != want[1].dtype:
+        return False
+    v, i, x = np.moveaxis(values, d, -1), np.moveaxis(idx, d, -1), np.moveaxis(operand, d, -1)
+    for lead in np.ndindex(*v.shape[:-1]):
+        row = i[lead].astype(np.int64)
+        if len(set(row.tolist())) != row.size or row.min(initial=0) < 0 or row.max(initial=0) >= x.shape[-1]:
+            return False
+        if compare(x[lead][row], v[lead], "approx_top_k"):
+            return False
+    return True
+
+
 # ---------------------------------------------------------------- one case, in a worker
 def run_case(mlir: Path, ref: Path, group: str) -> dict[str, Any]:
     import mlcc
@@ -178,10 +227,13 @@ def run_case(mlir: Path, ref: Path, group: str) -> dict[str, Any]:
         names = exe.output_names
         if len(names) != len(outs):
             return {"class": "mismatch", "reason": f"{len(names)} outputs, JAX gives {len(outs)}"}
-        for i, (name, want) in enumerate(zip(names, outs)):
-            diff = compare(np.asarray(got[name]), want, group)
-            if diff:
-                return {"class": "mismatch", "reason": f"out{i}: {diff}"}
+        results = [np.asarray(got[n]) for n in names]
+        diffs = [(i, d) for i, d in enumerate(compare(g, w, group) for g, w in zip(results, outs)) if d]
+        if diffs and (group == "sort" and unstable_sort_ties(results, outs, mlir.read_text(), mlir.stem)
+                      or group == "approx_top_k" and approx_top_k_ties(results, outs, args, mlir.read_text())):
+            return {"class": "pass", "reason": "equal up to the order of tied keys", "max_ulp": 0.0}
+        if diffs:
+            return {"class": "mismatch", "reason": f"out{diffs[0][0]}: {diffs[0][1]}"}
         ulps = [max_ulp(np.asarray(got[n]), w) for n, w in zip(names, outs)]
         return {"class": "pass", "reason": "", "max_ulp": max(ulps, default=0.0)}
     except Exception as e:  # noqa: BLE001 - a crash is a result to report, not the end of the run
