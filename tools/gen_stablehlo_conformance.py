@@ -340,6 +340,52 @@ UNSUPPORTED["custom_call"] = (lambda a: jnp.linalg.eigh(a @ a.T + 8 * jnp.eye(4)
 UNSUPPORTED["while_dynamic"] = (lambda a, n: lax.fori_loop(0, n, lambda k, c: c + 1.0, a), (X, np.int32(3)))
 
 
+# complex values through fft, as jnp.fft writes them: stablehlo.complex, fft, real, imag
+case("complex_fft", lambda a, b: (jnp.real(jnp.fft.fft(lax.complex(a, b))), jnp.imag(jnp.fft.ifft(lax.complex(a, b)))),
+     f32(8), f32(8))
+
+# Spec ops this JAX no longer writes (it emits dot_general, case, a LAPACK custom call, exp/divide for the
+# sigmoid, and no composite): the program is written by hand from the StableHLO spec, and its outputs are
+# computed with numpy in float64 and rounded once to float32
+HANDWRITTEN: dict[str, tuple[str, tuple, Callable]] = {}
+_SPEC_OPS = """\
+module @spec_ops {
+  func.func public @main(%arg0: tensor<3x4xf32>, %arg1: tensor<4x2xf32>, %arg2: tensor<3x3xf32>, %arg3: tensor<3x2xf32>, %arg4: tensor<i1>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x4xf32>) {
+    %0 = stablehlo.dot %arg0, %arg1 : (tensor<3x4xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+    %1 = "stablehlo.triangular_solve"(%arg2, %arg3) {left_side = true, lower = true, unit_diagonal = false, transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<3x3xf32>, tensor<3x2xf32>) -> tensor<3x2xf32>
+    %2 = "stablehlo.if"(%arg4) ({
+      %5 = stablehlo.add %0, %1 : tensor<3x2xf32>
+      stablehlo.return %5 : tensor<3x2xf32>
+    }, {
+      %5 = stablehlo.subtract %0, %1 : tensor<3x2xf32>
+      stablehlo.return %5 : tensor<3x2xf32>
+    }) : (tensor<i1>) -> tensor<3x2xf32>
+    %3 = stablehlo.logistic %arg0 : tensor<3x4xf32>
+    %4 = stablehlo.composite "mlcc.scale_by_two" %0 {decomposition = @scale_by_two} : (tensor<3x2xf32>) -> tensor<3x2xf32>
+    return %0, %2, %4, %3 : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x4xf32>
+  }
+  func.func private @scale_by_two(%arg0: tensor<3x2xf32>) -> tensor<3x2xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<3x2xf32>
+    return %0 : tensor<3x2xf32>
+  }
+}
+"""
+
+
+def _spec_ops_reference(a: np.ndarray, b: np.ndarray, lower: np.ndarray, rhs: np.ndarray, pred: np.ndarray) -> tuple:
+    dot = a.astype(np.float64) @ b.astype(np.float64)
+    solved = np.linalg.solve(lower.astype(np.float64), rhs.astype(np.float64))
+    chosen = dot + solved if bool(pred) else dot - solved
+    logistic = 1.0 / (1.0 + np.exp(-a.astype(np.float64)))
+    return tuple(o.astype(np.float32) for o in (dot, chosen, 2.0 * dot, logistic))
+
+
+HANDWRITTEN["spec_ops"] = (_SPEC_OPS, (f32(3, 4), f32(4, 2), np.tril(f32(3, 3, lo=-1.0, hi=1.0)) + 3 * np.eye(3, dtype=np.float32),
+                                       f32(3, 2), np.array(True)), _spec_ops_reference)
+HANDWRITTEN["spec_ops_else"] = (_SPEC_OPS, (f32(3, 4), f32(4, 2), np.tril(f32(3, 3, lo=-1.0, hi=1.0)) + 3 * np.eye(3, dtype=np.float32),
+                                            f32(3, 2), np.array(False)), _spec_ops_reference)
+
+
 # ---------------------------------------------------------------- writing
 def lower(fn: Callable, args: tuple) -> Any:
     return jax.jit(fn).lower(*args)
@@ -385,6 +431,9 @@ def build() -> dict[str, bytes]:
         if "debug" in variants:
             files[f"{name}.debug.mlir"] = lowered.as_text(debug_info=True).encode()
         files[f"{name}.ref.npz"] = ref_bytes(args, jax.jit(fn)(*args))
+    for name, (text, args, reference) in HANDWRITTEN.items():
+        files[f"{name}.mlir"] = text.encode()
+        files[f"{name}.ref.npz"] = ref_bytes(args, reference(*args))
     for name, (fn, args) in UNSUPPORTED.items():
         files[f"unsupported/{name}.mlir"] = lower(fn, args).as_text().encode()
     # the shared models, in the generic form (their references stay in the shared folder)
