@@ -129,6 +129,12 @@ def test_dot_half_inputs_f32_result():
     dot_case("f16", (2, 33, 40), (2, 40, 20), [0], [2], [0], [1], out_dtype="f32")
 
 
+@pytest.mark.parametrize("out_dtype", ["bf16", "f16", "f32"])
+def test_dot_int8_inputs_float_result(out_dtype):
+    # an int32 sum stored as bf16 went straight into the interpreter's raw bf16 bits (2e-39 for 22)
+    dot_case("s8", (8, 32), (32, 8), [], [1], [], [0], out_dtype=out_dtype)
+
+
 # ---- convolution ---------------------------------------------------------------
 
 def conv_reference(x, w, stride, pad_lo, pad_hi, dilation, groups):

@@ -65,6 +65,13 @@ def _acc_dtype(dtype: str) -> str:
     return "f32" if dtype in HALF + FP8 else accumulator_dtype(dtype)
 
 
+def _through_f32(operand: str, out: str) -> bool:
+    """Whether a plain dot's integer sum becomes bf16 through f32 as it is stored: Triton's interpreter keeps
+    bf16 as raw uint16 bits and turns an integer straight into those bits (f32 holds a sum below 2**24 in
+    magnitude exactly, so it is rounded once)."""
+    return _acc_dtype(operand) in ("s32", "s64") and out == "bf16"
+
+
 def _precision(dtype: str, rhs: str | None = None) -> dict:
     rhs = dtype if rhs is None else rhs
     int8 = {"shift_a": dtype == "u8", "shift_b": rhs == "u8"} if dtype in INT8 and rhs in INT8 else None
@@ -355,6 +362,7 @@ def dot_kernel(io: Operands, kernel_name: str) -> Kernel:
     source = render("matmul.py.jinja", kernel_name=kernel_name, m=m, n=n, k=k, batch=batch,
                     batch_axes=batch_axes, m_axes=m_axes, n_axes=n_axes, k_axes=k_axes,
                     out_type=tl_type(out.dtype), wide=io.wide(), epilogue=fused, norm=norm, rhs_1=rhs_1,
+                    through_f32=_through_f32(io.lhs.shape.dtype, out.dtype),
                     per_byte=8 // PACKED_DTYPE_BITS[out.dtype] if packed is not None else 1,
                     **io.template_args(), weight=weight, weight_1=weight_1, weight_type=tl_type(rhs.dtype), a_norm=a_norm,
                     row_stats=row_stats,
