@@ -47,6 +47,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -166,7 +167,6 @@ def unstable_sort_ties(got: list[np.ndarray], want: list[np.ndarray], mlir_text:
     an order the spec leaves to the implementation (XLA's CPU sort there is std::sort): its K key outputs (K
     from the harness name, num_keys_K, else 1) equal JAX's exactly and, along the sort dimension, each slice
     holds the same multiset of (out0, out1, ...) tuples."""
-    import re
     if "is_stable = false" not in mlir_text:
         return False
     dim = re.search(r"stablehlo\.sort.*?dimension = (\d+)", mlir_text, re.S)
@@ -188,7 +188,6 @@ def approx_top_k_ties(got: list[np.ndarray], want: list[np.ndarray], args: list[
     """Whether an ApproxTopK (values, indices) differs from JAX only in which of several equal values' indices
     it returns (XLA's fallback sorts unstably): the values equal JAX's, and each index points, along
     reduction_dim, at the operand element equal to the value beside it, no index twice in a row."""
-    import re
     dim = re.search(r"reduction_dim = (\d+)", mlir_text)
     if dim is None or len(got) != 2 or len(want) != 2 or not args or compare(got[0], want[0], "approx_top_k"):
         return False

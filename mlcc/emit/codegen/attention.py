@@ -283,15 +283,22 @@ def _projection(attention: Instruction, fusion: Instruction) -> tuple[list[Fused
     if not x.shape.is_row_major() or not value.shape.is_row_major() or \
             list(dot.attrs["lhs_contracting_dims"]) != [x.shape.rank - 1] or w.shape.rank != 2:
         raise UnsupportedError(f"%{fusion.name}: the projection %{dot.name} is not row-major X [..., K] @ W [K, N]")
-    n, k = value.shape.dims[-1], x.shape.dims[-1]
+    return _projection_spec(attention, dot, views, value.shape.dims[-1], clamp_pow2(x.shape.dims[-1], 16, 32), bias)
+
+
+def _projection_spec(attention: Instruction, dot: Instruction, views: list, n: int, block_k: int,
+                     bias: Instruction | None = None, int8: dict | None = None) -> tuple[list[FusedOperand], dict]:
+    """q, k and v as strided views (views) of the projection dot's n columns, and the template's description of
+    the projection: X's and W's pointers, K, W's strides, the K block, the views' offsets, the bias."""
+    x, w = dot.operands
     ws = kernel_strides(w.shape)
     c = dot.attrs["rhs_contracting_dims"][0]
     qkv = [FusedOperand(int(x.attrs["index"]), op.shape, 0, view.strides)
            for op, view in zip(attention.operands[:3], views)]
-    proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
-            "w_n": ws[1 - c], "block_k": clamp_pow2(k, 16, 32), "offsets": [v.offset for v in views],
+    proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": x.shape.dims[-1], "n": n,
+            "w_k": ws[c], "w_n": ws[1 - c], "block_k": block_k, "offsets": [v.offset for v in views],
             "bias": f"in{bias.attrs['index']}" if bias is not None else None,
-            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0, "int8": None}
+            "bias_stride": kernel_strides(bias.shape)[0] if bias is not None else 0, "int8": int8}
     return qkv, proj
 
 
@@ -311,16 +318,9 @@ def _int8_projection(attention: Instruction, fusion: Instruction) -> tuple[list[
                 not dot.shape.is_row_major() or list(dot.attrs["lhs_contracting_dims"]) != [x.shape.rank - 1] or \
                 w.shape.rank != 2:
             raise UnsupportedError(f"%{fusion.name}: the projection %{dot.name} is not row-major X [..., K] @ W [K, N]")
-        n, k = dot.shape.dims[-1], x.shape.dims[-1]
-        ws = kernel_strides(w.shape)
-        c = dot.attrs["rhs_contracting_dims"][0]
-        qkv = [FusedOperand(int(x.attrs["index"]), op.shape, 0, view.strides)
-               for op, view in zip(attention.operands[:3], views)]
-        proj = {"x": f"in{x.attrs['index']}", "w": f"in{w.attrs['index']}", "k": k, "n": n, "w_k": ws[c],
-                "w_n": ws[1 - c], "block_k": 32, "offsets": [v.offset for v in views], "bias": None,
-                "bias_stride": 0, "int8": {"x_shift": x.shape.dtype == "u8", "w_shift": w.shape.dtype == "u8"},
-                "dot": dot}
-        return qkv, proj
+        qkv, proj = _projection_spec(attention, dot, views, dot.shape.dims[-1], 32,
+                                     int8={"x_shift": x.shape.dtype == "u8", "w_shift": w.shape.dtype == "u8"})
+        return qkv, {**proj, "dot": dot}
     return None
 
 

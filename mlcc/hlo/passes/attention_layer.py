@@ -43,6 +43,8 @@ where the stored one was, and the u8 attention output is never stored.
 
 from __future__ import annotations
 
+import math
+
 from mlcc.hlo.ir import Computation, Instruction, Module
 from mlcc.hlo.opcodes import ELEMENTWISE_OPS, ops_with
 from mlcc.hlo.passes.fusion import MAX_PARAMETERS, _unique_comp_name
@@ -217,7 +219,7 @@ def why_not(attn: Instruction, views: list[Instruction], consumer: Instruction, 
     # the attention output laid out [batch..., S, H, Dv] row-major, read as [batch..., S, H * Dv]
     st = body.root.shape.strides()
     if tuple(st[-3:]) != (dv, heads * dv, 1) or \
-            any(s != sq * heads * dv * _prod(batch[i + 1:]) for i, s in enumerate(st[:-3])):
+            any(s != sq * heads * dv * math.prod(int(d) for d in batch[i + 1:]) for i, s in enumerate(st[:-3])):
         return "the attention output is not stored as rows of all heads' features ([..., S, H, Dv])"
     if tuple(lhs.shape.dims) != batch + (sq, heads * dv) or not lhs.shape.is_row_major():
         return "the projection does not read the attention output as [..., S, H * Dv] rows"
@@ -282,13 +284,6 @@ def why_not_ffn(layer: Instruction, b2b: Instruction, outputs: set[int]) -> str 
 
 def _pow2(n) -> int:
     return max(16, 1 << (int(n) - 1).bit_length())
-
-
-def _prod(dims) -> int:
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out
 
 
 class AttentionLayerFusion(Pass):

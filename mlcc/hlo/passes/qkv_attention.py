@@ -179,20 +179,10 @@ def why_not_int8(producer: Instruction, consumer: Instruction, attention: Instru
             elif id(u) not in seen:
                 seen.add(id(u))
                 work.append(u)
-    if consumer.shape.is_tuple:
-        return "the attention fusion stores a KV cache"
-    attrs = attention.attrs
-    if attrs.get("causal"):
-        return "a causal attention (encoder self-attention only)"
-    for key in _NOT_ENCODER_INT8:
-        if attrs.get(key) is not None and attrs.get(key) != ():
-            return f"an attention with {key.replace('_', ' ')} (encoder self-attention only)"
-    a = producer.attrs
+    why = _why_not_encoder_projection(consumer, attention, producer, _NOT_ENCODER_INT8)
+    if why is not None:
+        return why
     lhs, rhs = producer.operands
-    if a["lhs_batch_dims"] or a["rhs_batch_dims"] or rhs.shape.rank != 2:
-        return "a projection with batch dims or a weight that is not a matrix"
-    if list(a["lhs_contracting_dims"]) != [lhs.shape.rank - 1]:
-        return "the projection contracts a dim of X that is not its last"
     if lhs.shape.dtype not in INT8 or rhs.shape.dtype not in INT8 or producer.shape.dtype != "s32":
         return (f"mixed quantization: a {lhs.shape.dtype} x {rhs.shape.dtype} -> {producer.shape.dtype} projection, "
                 "not 8-bit integers into s32 (the kernel computes u8/s8 x u8/s8 -> s32 tiles)")
@@ -201,6 +191,27 @@ def why_not_int8(producer: Instruction, consumer: Instruction, attention: Instru
     if not (lhs.shape.is_row_major() and producer.shape.is_row_major()):
         return "X or the projection is not row-major"
     return _why_not_qkv(attention, views, param, producer.shape.dims[-1], lhs.shape.dims[-1])
+
+
+def _why_not_encoder_projection(consumer: Instruction, attention: Instruction, dot: Instruction,
+                                not_encoder: tuple[str, ...]) -> str | None:
+    """Why the attention fusion consumer is not an encoder self-attention reading the plain matrix projection
+    dot (X [..., K] @ W [K, N]), if so: not_encoder names the attention attributes it must not have."""
+    if consumer.shape.is_tuple:
+        return "the attention fusion stores a KV cache"
+    attrs = attention.attrs
+    if attrs.get("causal"):
+        return "a causal attention (encoder self-attention only)"
+    for key in not_encoder:
+        if attrs.get(key) is not None and attrs.get(key) != ():
+            return f"an attention with {key.replace('_', ' ')} (encoder self-attention only)"
+    a = dot.attrs
+    lhs, rhs = dot.operands
+    if a["lhs_batch_dims"] or a["rhs_batch_dims"] or rhs.shape.rank != 2:
+        return "a projection with batch dims or a weight that is not a matrix"
+    if list(a["lhs_contracting_dims"]) != [lhs.shape.rank - 1]:
+        return "the projection contracts a dim of X that is not its last"
+    return None
 
 
 def _why_not_qkv(attention: Instruction, views: list, param: Instruction, n: int, k_dim: int) -> str | None:
@@ -244,20 +255,10 @@ def why_not(producer: Instruction, consumer: Instruction, attention: Instruction
             elif u.opcode not in VIEW_OPS and (u is not attention or
                                                any(id(o) in reached for o in attention.operands[3:])):
                 return f"the attention fusion reads %{producer.name} outside q, k and v"
-    if consumer.shape.is_tuple:
-        return "the attention fusion stores a KV cache"
-    attrs = attention.attrs
-    if attrs.get("causal"):
-        return "a causal attention (encoder self-attention only)"
-    for key in _NOT_ENCODER:
-        if attrs.get(key) is not None and attrs.get(key) != ():
-            return f"an attention with {key.replace('_', ' ')} (encoder self-attention only)"
-    a = dot.attrs
+    why = _why_not_encoder_projection(consumer, attention, dot, _NOT_ENCODER)
+    if why is not None:
+        return why
     lhs, rhs = dot.operands
-    if a["lhs_batch_dims"] or a["rhs_batch_dims"] or rhs.shape.rank != 2:
-        return "a projection with batch dims or a weight that is not a matrix"
-    if list(a["lhs_contracting_dims"]) != [lhs.shape.rank - 1]:
-        return "the projection contracts a dim of X that is not its last"
     if any(v.shape.dtype not in FLOATS for v in (lhs, rhs, dot)) or \
             len({lhs.shape.dtype, rhs.shape.dtype, dot.shape.dtype, attention.operands[0].shape.dtype}) != 1:
         return "not one float type for X, W, the projection and q (float weights only)"
